@@ -1,0 +1,118 @@
+"""The ladder of TensorIR schedules for fp32 matmul: the registry everything else imports.
+
+    import schedules
+    for step in schedules.STEPS:                      # ordered, step 1 first
+        cfg = step.default_config(1024, 1024, 1024)   # a step.Config dataclass
+        sch = step.schedule(1024, 1024, 1024, cfg)    # a tvm.s_tir.Schedule
+    lib = schedules.build(6, 1024, 1024, 1024)        # compiled; lib["main"](A, B, C)
+
+Pure IR: nothing here touches a GPU or the file system. ``build`` compiles to CUDA source,
+which TVM turns into machine code only when the module is loaded on a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Callable
+
+import tvm
+from tvm import s_tir
+from tvm.target import Target
+
+from . import (
+    step1_grid,
+    step2_register_tile,
+    step3_shared,
+    step4_cooperative_fetch,
+    step5_registers,
+    step6_double_buffer,
+)
+from .config import ConfigError, check_sizes
+from .matmul import matmul
+from .transforms import hoist_init
+
+__all__ = ["STEPS", "Step", "ConfigError", "get_step", "build", "target", "VALID_ARCHS"]
+
+VALID_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rung of the ladder: a schedule idea, its config dataclass and its pass configs."""
+
+    number: int
+    name: str
+    idea: str
+    Config: type
+    pass_config: dict
+    module: ModuleType
+    _default_config: Callable
+
+    @property
+    def doc(self) -> str:
+        return self.module.__doc__ or ""
+
+    def default_config(self, M: int, N: int, K: int):
+        """The step's tuned configuration for this problem size."""
+        return self._default_config(M, N, K)
+
+    def schedule(self, M: int, N: int, K: int, config=None) -> s_tir.Schedule:
+        """Schedule the base matmul for M x N x K; raises ConfigError before touching IR."""
+        check_sizes(M, N, K)
+        cfg = self.default_config(M, N, K) if config is None else config
+        # Exact type: later steps' configs subclass earlier ones but mean more (e.g. thread_m).
+        if type(cfg) is not self.Config:
+            raise ConfigError(f"step {self.number} takes a {self.Config.__name__}, got {type(cfg).__name__}")
+        cfg.validate(M, N, K)
+        sch = s_tir.Schedule(matmul(M, N, K))
+        tiles = self.module.apply(sch, cfg, sch.get_sblock("C"))
+        hoist_init(sch, tiles)
+        return sch
+
+
+def _step(module: ModuleType) -> Step:
+    return Step(module.NUMBER, module.NAME, module.IDEA, module.Config, dict(module.PASS_CONFIG),
+                module, module.default_config)
+
+
+STEPS: tuple[Step, ...] = tuple(
+    _step(m)
+    for m in (
+        step1_grid,
+        step2_register_tile,
+        step3_shared,
+        step4_cooperative_fetch,
+        step5_registers,
+        step6_double_buffer,
+    )
+)
+
+
+def get_step(step: int | Step) -> Step:
+    if isinstance(step, Step):
+        return step
+    for s in STEPS:
+        if s.number == step:
+            return s
+    raise ConfigError(f"unknown step {step!r}; steps are {STEPS[0].number}-{STEPS[-1].number}")
+
+
+def target(arch: str = "sm_90") -> Target:
+    if arch not in VALID_ARCHS:
+        raise ConfigError(f"unknown arch {arch!r}; valid: {', '.join(VALID_ARCHS)}")
+    return Target({"kind": "cuda", "arch": arch})
+
+
+def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=None):
+    """Compile a step for one size; the result's ``main(A, B, C)`` computes C = A @ B."""
+    s = get_step(step)
+    tgt = target(arch)
+    sch = s.schedule(M, N, K, config)
+    with tvm.transform.PassContext(opt_level=3, config=s.pass_config):
+        return tvm.compile(sch.mod, target=tgt)
+
+
+def cuda_source(lib) -> str:
+    """The CUDA C++ that TVM generated for a built step."""
+    return lib.mod.imports[0].inspect_source()

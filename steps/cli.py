@@ -1,0 +1,290 @@
+"""The command line every ``python -m steps.stepN`` shares: build, verify, time, report, save.
+
+With a GPU it times the step and its prior (the step before it, or numpy for step 1) in the
+same process, and cuBLAS when CuPy is installed. Without one it builds the kernels and prints
+their resources (threads, shared memory, and registers/spills from nvcc where present).
+Bad input exits 2 with one line on stderr; a kernel that fails at run time is reported for
+its size, the rest still run, and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import schedules
+from schedules import ConfigError
+
+from . import harness, nvcc, results
+
+DEFAULT_SIZES = (512, 1024, 2048)
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints usage + message; we want one line
+        raise UsageError(message)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def parser(prog: str, description: str) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=_positive, nargs="+", default=list(DEFAULT_SIZES), metavar="N",
+                   help="square problem sizes M=N=K (default: 512 1024 2048)")
+    p.add_argument("--repeat", type=_positive, default=30,
+                   help="timing samples per kernel; the median is reported (default: 30)")
+    p.add_argument("--arch", default=None,
+                   help=f"CUDA arch, one of {', '.join(schedules.VALID_ARCHS)} (default: the GPU's own, else sm_90)")
+    p.add_argument("--save", action="store_true",
+                   help="write results/<gpu>/stepN.json (needs a GPU; written only if every size passed)")
+    p.add_argument("--build-only", action="store_true",
+                   help="build the kernels and report their resources; no GPU needed")
+    p.add_argument("--explain", action="store_true",
+                   help="print this step's TVMScript diff against its prior and its CUDA kernel")
+    p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=None, help="seed for the random inputs (default: fresh)")
+    return p
+
+
+@dataclass
+class Row:
+    """One size of the report table."""
+
+    size: tuple[int, int, int]
+    measurement: harness.Measurement
+    config: object
+    prior_name: str
+    prior_gflops: float | None = None
+    cublas_gflops: float | None = None
+
+    @property
+    def speedup(self) -> float | None:
+        m = self.measurement
+        return m.gflops / self.prior_gflops if m.gflops and self.prior_gflops else None
+
+    @property
+    def pct_cublas(self) -> float | None:
+        m = self.measurement
+        return 100.0 * m.gflops / self.cublas_gflops if m.gflops and self.cublas_gflops else None
+
+
+def main(step_number: int, argv: list[str] | None = None) -> int:
+    step = schedules.get_step(step_number)
+    prog = f"python -m steps.step{step.number}"
+    summary = step.doc.strip().splitlines()[0] if step.doc else step.name
+    try:
+        args = parser(prog, summary).parse_args(argv)
+        sizes = [(n, n, n) for n in args.sizes]
+        arch = args.arch or harness.gpu_arch() or "sm_90"
+        schedules.target(arch)  # rejects unknown arches
+        configs = {size: _checked_config(step, *size) for size in sizes}
+        if args.explain:
+            explain(step, sizes[0], configs[sizes[0]], arch)
+            return 0
+        if args.build_only:
+            return build_only(step, sizes, configs, arch)
+        if not harness.gpu_present():
+            if args.save:
+                raise UsageError("--save needs a CUDA GPU and none was found")
+            print(f"{prog}: no CUDA GPU found; building only (timing needs a GPU)", file=sys.stderr)
+            return build_only(step, sizes, configs, arch)
+        return benchmark(step, sizes, configs, arch, args)
+    except (UsageError, ConfigError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _checked_config(step, M, N, K):
+    cfg = step.default_config(M, N, K)
+    try:
+        cfg.validate(M, N, K)
+    except ConfigError as exc:
+        raise ConfigError(f"{M}x{N}x{K}: {exc}") from None
+    return cfg
+
+
+# --- no GPU: build and report resources ----------------------------------------------------
+
+
+def build_only(step, sizes, configs, arch) -> int:
+    print(f"step {step.number}: {step.name} ({step.idea}); arch {arch}")
+    have_nvcc = nvcc.available()
+    header = f"{'size':>16}  {'threads':>7}  {'smem B':>7}  {'regs':>5}  {'spills':>6}  config"
+    print(header)
+    print("-" * len(header))
+    failed = False
+    for size in sizes:
+        cfg = configs[size]
+        lib = schedules.build(step, *size, arch=arch, config=cfg)
+        report = nvcc.compile_report(schedules.cuda_source(lib), arch) if have_nvcc else None
+        if report is None:
+            regs, spills, smem = "-", "-", cfg.shared_bytes
+        elif not report.ok:
+            failed = True
+            print(f"{_size(size):>16}  nvcc failed: {_last_line(report.log)}")
+            continue
+        else:
+            regs, spills, smem = report.registers, report.spills, report.shared_bytes
+        print(f"{_size(size):>16}  {cfg.threads:>7}  {smem:>7}  {regs!s:>5}  {spills!s:>6}  {_config_text(cfg)}")
+    if not have_nvcc:
+        print("(nvcc not found: registers and spills not reported)")
+    return EXIT_FAILED if failed else 0
+
+
+# --- --explain: what this step changed ---------------------------------------------------
+
+
+def explain(step, size, cfg, arch) -> None:
+    M, N, K = size
+    script = step.schedule(M, N, K, cfg).mod.script()
+    if step.number > 1:
+        prior = schedules.get_step(step.number - 1)
+        before = prior.schedule(M, N, K).mod.script()
+        label = f"step {prior.number} ({prior.name})"
+    else:
+        before = schedules.matmul(M, N, K).script()
+        label = "unscheduled matmul"
+    print(f"# step {step.number}: {step.name} — {step.idea}")
+    print(f"# TVMScript diff against {label}, {M}x{N}x{K}")
+    diff = difflib.unified_diff(before.splitlines(), script.splitlines(), label,
+                                f"step {step.number} ({step.name})", lineterm="", n=2)
+    print("\n".join(diff))
+    lib = schedules.build(step, M, N, K, arch=arch, config=cfg)
+    print(f"\n# CUDA kernel ({arch})")
+    print(kernel_only(schedules.cuda_source(lib)))
+
+
+def kernel_only(source: str) -> str:
+    """Drop TVM's preamble of includes and macros: from the first kernel declaration on."""
+    start = source.find('extern "C" __global__')
+    return source[start:] if start >= 0 else source
+
+
+# --- GPU: verify, time, compare, save --------------------------------------------------------
+
+
+def benchmark(step, sizes, configs, arch, args) -> int:
+    runner = harness.KernelRunner(repeat=args.repeat, seed=args.seed)
+    prior = schedules.get_step(step.number - 1) if step.number > 1 else None
+    prior_name = f"step {prior.number}" if prior else "numpy (CPU)"
+    with_cublas = harness.cublas_available()
+    env = harness.environment()
+    print(f"step {step.number}: {step.name} — {step.idea}")
+    print(f"{env.get('gpu')} ({env.get('sm_count')} SMs, SM clock {env.get('sm_clock_mhz')} MHz, "
+          f"driver {env.get('driver')}), TVM {env['tvm_version']}, arch {arch}; "
+          f"median of {args.repeat} CUDA-event samples" + ("" if with_cublas else "; CuPy not installed: no cuBLAS column"))
+    rows = []
+    for size in sizes:
+        M, N, K = size
+        row = Row(size, runner.measure(step, M, N, K, arch, configs[size]), configs[size], prior_name)
+        if prior is not None:
+            p = runner.measure(prior, M, N, K, arch, _checked_config(prior, M, N, K))
+            row.prior_gflops = p.gflops if p.ok else None
+        else:
+            row.prior_gflops = harness.time_numpy(M, N, K, seed=args.seed).gflops(M, N, K)
+        if with_cublas:
+            try:
+                timing, err = harness.time_cublas(M, N, K, repeat=args.repeat, seed=args.seed)
+                row.cublas_gflops = timing.gflops(M, N, K) if err <= harness.TOLERANCE else None
+            except Exception as exc:
+                print(f"cuBLAS failed at {_size(size)}: {harness._one_line(exc)}", file=sys.stderr)
+        rows.append(row)
+        m = row.measurement
+        print(f"  {_size(size)}: " + (f"{m.gflops:.0f} GFLOPS" if m.gflops else f"failed ({m.error})"),
+              file=sys.stderr, flush=True)
+    print(format_table(rows))
+    failures = [r for r in rows if not r.measurement.ok]
+    for r in failures:
+        print(f"FAILED {_size(r.size)}: {r.measurement.error}", file=sys.stderr)
+    if args.save:
+        env = harness.environment()  # again, now that the GPU is warm: clocks under load
+        if failures:
+            print("not saved: some sizes failed", file=sys.stderr)
+        else:
+            path = results.step_path(args.results_dir, env["gpu"], step.number)
+            results.write_atomic(path, document(step, rows, env, args.repeat))
+            print(f"saved {path}")
+    return EXIT_FAILED if failures else 0
+
+
+def document(step, rows, env, repeat) -> dict:
+    return {
+        "schema": results.SCHEMA_VERSION,
+        "step": step.number,
+        "name": step.name,
+        "idea": step.idea,
+        "environment": env,
+        "method": {
+            "timer": "CUDA events: tvm time_evaluator (TVM), cupy.cuda.Event (cuBLAS, TF32 off)",
+            "statistic": "median of samples; each sample the mean of back-to-back launches (~1 ms)",
+            "repeat": repeat,
+            "tolerance": harness.TOLERANCE,
+            "flops": "2*M*N*K",
+        },
+        "results": [
+            {
+                "M": r.size[0], "N": r.size[1], "K": r.size[2],
+                "config": r.config.as_dict(),
+                "median_ms": r.measurement.median_ms,
+                "min_ms": r.measurement.min_ms,
+                "max_ms": r.measurement.max_ms,
+                "gflops": r.measurement.gflops,
+                "rel_err": r.measurement.rel_err,
+                "prior": {"name": r.prior_name, "gflops": r.prior_gflops},
+                "speedup_vs_prior": r.speedup,
+                "cublas_gflops": r.cublas_gflops,
+                "pct_cublas": r.pct_cublas,
+            }
+            for r in rows
+        ],
+    }
+
+
+def format_table(rows: list[Row]) -> str:
+    header = (f"{'size':>16}  {'median ms':>9}  {'min-max ms':>17}  {'GFLOPS':>8}  "
+              f"{'x prior':>8}  {'% cuBLAS':>8}  {'rel err':>8}")
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        m = r.measurement
+        if not m.ok and m.median_ms is None:
+            lines.append(f"{_size(r.size):>16}  FAILED: {m.error}")
+            continue
+        speed = f"{r.speedup:.2f}x" if r.speedup else "-"
+        pct = f"{r.pct_cublas:.0f}%" if r.pct_cublas else "-"
+        err = f"{m.rel_err:.1e}" if m.rel_err is not None else "-"
+        flag = "" if m.ok else "  WRONG"
+        lines.append(f"{_size(r.size):>16}  {m.median_ms:>9.4f}  {m.min_ms:>8.4f}-{m.max_ms:<8.4f}  "
+                     f"{m.gflops:>8.0f}  {speed:>8}  {pct:>8}  {err:>8}{flag}")
+    if rows:
+        lines.append(f"x prior: against {rows[0].prior_name}, measured in this run")
+    return "\n".join(lines)
+
+
+def _size(size) -> str:
+    return "x".join(str(n) for n in size)
+
+
+def _config_text(cfg) -> str:
+    return " ".join(f"{k}={v}" for k, v in cfg.as_dict().items())
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"

@@ -1,0 +1,380 @@
+"""Config validation: every unbuildable size or tile is a one-line ConfigError, before any IR."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+import schedules
+from schedules import ConfigError
+from schedules.config import (
+    CooperativeFetchConfig,
+    GridConfig,
+    RegisterTileConfig,
+    SharedTileConfig,
+)
+
+STEPS = schedules.STEPS
+CONFIG_CLASSES = (GridConfig, RegisterTileConfig, SharedTileConfig, CooperativeFetchConfig)
+
+
+def _step_id(step) -> str:
+    return f"step{step.number}"
+
+
+def config_error(fn, *keywords: str) -> str:
+    """Run fn, expect a ConfigError whose message is one line mentioning every keyword."""
+    with pytest.raises(ConfigError) as info:
+        fn()
+    msg = str(info.value)
+    assert msg.strip(), "empty ConfigError message"
+    assert "\n" not in msg, f"multi-line message: {msg!r}"
+    for word in keywords:
+        assert word in msg, f"{word!r} not in {msg!r}"
+    return msg
+
+
+def test_config_error_is_the_public_one():
+    assert schedules.ConfigError is schedules.config.ConfigError
+    assert issubclass(ConfigError, ValueError)
+
+
+# --- problem sizes ----------------------------------------------------------------------
+
+BAD_SIZES = [0, -1, -256, 1.5, 256.0, "256", None, True]
+
+
+@pytest.mark.parametrize("bad", BAD_SIZES, ids=repr)
+@pytest.mark.parametrize("which", ("M", "N", "K"))
+@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+def test_bad_sizes_rejected_by_schedule(step, which, bad):
+    sizes = {"M": 256, "N": 256, "K": 256, which: bad}
+    config_error(lambda: step.schedule(sizes["M"], sizes["N"], sizes["K"]), which, "positive integer")
+    cfg = step.default_config(256, 256, 256)
+    config_error(lambda: step.schedule(sizes["M"], sizes["N"], sizes["K"], cfg), which, "positive integer")
+    config_error(lambda: cfg.validate(sizes["M"], sizes["N"], sizes["K"]), which, "positive integer")
+
+
+@pytest.mark.parametrize("bad", (0, -2048, 2048.0), ids=repr)
+def test_bad_sizes_rejected_by_build(bad):
+    config_error(lambda: schedules.build(6, 2048, 2048, bad), "K", "positive integer")
+
+
+@pytest.mark.parametrize(
+    "cfg, field",
+    [
+        (GridConfig(block_m=0), "block_m"),
+        (GridConfig(block_n=-16), "block_n"),
+        (GridConfig(block_m=16.0), "block_m"),
+        (RegisterTileConfig(thread_m=True), "thread_m"),
+        (SharedTileConfig(block_k="16"), "block_k"),
+        (CooperativeFetchConfig(vector=0), "vector"),
+    ],
+    ids=repr,
+)
+def test_non_positive_or_non_int_fields(cfg, field):
+    config_error(lambda: cfg.validate(2048, 2048, 2048), field, "positive integer")
+
+
+# --- tiles that do not divide -----------------------------------------------------------
+
+
+def test_block_tile_must_divide_M():
+    step4 = schedules.get_step(4)
+    config_error(lambda: step4.schedule(1000, 1024, 1024), "block_m", "divide", "M=1000")
+    config_error(lambda: schedules.build(4, 1000, 1024, 1024), "divide", "M=1000")
+
+
+def test_block_tile_must_divide_N_and_K():
+    config_error(lambda: schedules.get_step(2).schedule(1024, 1000, 1024), "block_n", "divide", "N=1000")
+    config_error(lambda: schedules.get_step(3).schedule(1024, 1024, 1000), "block_k", "divide", "K=1000")
+
+
+def test_thread_tile_must_divide_block_tile():
+    cfg = RegisterTileConfig(block_m=128, block_n=128, thread_m=3, thread_n=8)
+    config_error(lambda: cfg.validate(2048, 2048, 2048), "thread_m", "divide", "block_m")
+
+
+# --- hardware limits --------------------------------------------------------------------
+
+
+def test_too_many_threads_per_block():
+    cfg = RegisterTileConfig(block_m=256, block_n=256, thread_m=1, thread_n=2)
+    assert cfg.threads == 256 * 128
+    config_error(lambda: cfg.validate(2048, 2048, 2048), "threads per block", "1024")
+    config_error(lambda: schedules.get_step(2).schedule(2048, 2048, 2048, cfg), "threads per block")
+    config_error(lambda: schedules.get_step(1).schedule(2048, 2048, 2048, GridConfig(64, 64)), "threads per block")
+
+
+def test_exactly_1024_threads_is_allowed():
+    GridConfig(block_m=32, block_n=32).validate(2048, 2048, 2048)
+
+
+def test_too_much_shared_memory():
+    cfg = CooperativeFetchConfig(block_m=128, block_n=128, block_k=64)
+    assert cfg.shared_bytes == (128 + 128) * 64 * 4 == 64 * 1024
+    config_error(lambda: cfg.validate(2048, 2048, 2048), "shared memory", str(cfg.shared_bytes), "49152")
+    for number in (4, 5, 6):
+        config_error(lambda: schedules.get_step(number).schedule(2048, 2048, 2048, cfg), "shared memory")
+    single = SharedTileConfig(block_k=64)  # the same 64 KB for step 3
+    config_error(lambda: single.validate(2048, 2048, 2048), "shared memory", "65536")
+    config_error(lambda: schedules.get_step(3).schedule(2048, 2048, 2048, single), "shared memory")
+
+
+def test_just_over_48kb_of_shared_memory():
+    # (128 + 128) x 49 x 4 = 50176 bytes; K = 49 x 32 so only the shared budget is broken.
+    cfg = SharedTileConfig(block_k=49)
+    assert cfg.shared_bytes == 50176
+    config_error(lambda: cfg.validate(1024, 1024, 49 * 32), "shared memory", "50176")
+
+
+@pytest.mark.parametrize("cls", (SharedTileConfig, CooperativeFetchConfig), ids=lambda c: c.__name__)
+def test_exactly_48kb_of_shared_memory_is_allowed(cls):
+    # 128 x 128 blocks of 8 x 8 micro-tiles (256 threads), block_k = 48: (128 + 128) x 48 x 4.
+    # Each 128 x 48 tile is 6144 floats = 6 rounds of 256 threads x float4, so it all divides.
+    cfg = cls(block_m=128, block_n=128, thread_m=8, thread_n=8, block_k=48)
+    assert cfg.shared_bytes == 48 * 1024
+    M = N = 1024
+    K = 48 * 32
+    cfg.validate(M, N, K)
+    step = next(s for s in STEPS if s.Config is cls)
+    step.schedule(M, N, K, cfg)  # raises nothing
+
+
+# --- cooperative fetch ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vector", (3, 8, 16))
+def test_vector_width(vector):
+    cfg = CooperativeFetchConfig(block_k=16, vector=vector)
+    config_error(lambda: cfg.validate(2048, 2048, 2048), "vector", "1, 2 or 4")
+    config_error(lambda: schedules.get_step(4).schedule(2048, 2048, 2048, cfg), "vector")
+
+
+@pytest.mark.parametrize("vector", (1, 2, 4))
+def test_valid_vector_widths(vector):
+    CooperativeFetchConfig(vector=vector).validate(2048, 2048, 2048)
+
+
+def test_vector_must_divide_block_k():
+    cfg = CooperativeFetchConfig(block_k=2, vector=4)
+    config_error(lambda: cfg.validate(2048, 2048, 2048), "vector", "block_k")
+
+
+def test_cooperative_fetch_must_split_evenly_for_A():
+    # 256 threads x float4 = 1024 floats per round; the A tile is 128 x 4 = 512 floats.
+    cfg = CooperativeFetchConfig(block_m=128, block_n=128, thread_m=8, thread_n=8, block_k=4, vector=4)
+    config_error(lambda: cfg.validate(2048, 2048, 2048), "A tile", "evenly")
+
+
+def test_cooperative_fetch_must_split_evenly_for_B():
+    # 128 threads x float4 = 512 floats per round; A is 128 x 4 = 512 (fine), B is 4 x 64 = 256.
+    cfg = CooperativeFetchConfig(block_m=128, block_n=64, thread_m=8, thread_n=8, block_k=4, vector=4)
+    config_error(lambda: cfg.validate(2048, 2048, 2048), "B tile", "evenly")
+
+
+# --- pipelining (step 6: no stages, the registers are the second buffer) -------------------
+
+
+@pytest.mark.parametrize("slices", (1, 2, 3))
+def test_step6_needs_no_minimum_number_of_k_slices(slices):
+    """The register prefetch has no stage count to fill: one block_k slice is a valid K."""
+    step5, step6 = schedules.get_step(5), schedules.get_step(6)
+    cfg = step6.default_config(256, 256, 16 * slices)
+    assert type(cfg) is CooperativeFetchConfig and cfg.block_k == 16
+    assert not hasattr(cfg, "stages")
+    cfg.validate(256, 256, 16 * slices)
+    script = step6.schedule(256, 256, 16 * slices).mod.script()
+    assert "software_pipeline_stage" in script
+    assert "software_pipeline_stage" not in step5.schedule(256, 256, 16 * slices).mod.script()
+    # And it lowers: the pipeline's prologue/epilogue cover a k_outer of one slice too.
+    src = schedules.cuda_source(schedules.build(6, 256, 256, 16 * slices))
+    assert 'extern "C" __global__' in src and "A_local" in src and "B_local" in src
+
+
+# --- registry look-ups ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", (99, 0, 7, -1, "3"), ids=repr)
+def test_unknown_step(number):
+    config_error(lambda: schedules.get_step(number), "unknown step")
+    config_error(lambda: schedules.build(number, 256, 256, 256), "unknown step")
+
+
+@pytest.mark.parametrize("arch", ("sm_75", "sm_100", "", "90"), ids=repr)
+def test_unknown_arch(arch):
+    config_error(lambda: schedules.target(arch), "unknown arch", "sm_90")
+    config_error(lambda: schedules.build(1, 256, 256, 256, arch=arch), "unknown arch")
+
+
+@pytest.mark.parametrize("arch", schedules.VALID_ARCHS)
+def test_valid_arch_targets(arch):
+    tgt = schedules.target(arch)
+    assert tgt.kind.name == "cuda"
+    assert tgt.attrs["arch"] == arch
+
+
+# --- wrong config class -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "number, cfg",
+    [
+        (2, GridConfig()),
+        (3, RegisterTileConfig()),
+        (4, SharedTileConfig()),
+        (5, SharedTileConfig()),
+        (6, SharedTileConfig()),
+        (6, RegisterTileConfig()),
+        # Subclasses of the step's class are rejected too: they mean more (thread_m, ...).
+        (1, RegisterTileConfig()),
+        (1, CooperativeFetchConfig()),
+        (2, SharedTileConfig()),
+        (3, CooperativeFetchConfig()),
+        (1, {"block_m": 16, "block_n": 16}),
+        (6, CooperativeFetchConfig().as_dict()),
+    ],
+    ids=lambda v: v if isinstance(v, int) else type(v).__name__,
+)
+def test_wrong_config_class(number, cfg):
+    step = schedules.get_step(number)
+    msg = config_error(lambda: step.schedule(2048, 2048, 2048, cfg), step.Config.__name__, type(cfg).__name__)
+    assert msg == f"step {number} takes a {step.Config.__name__}, got {type(cfg).__name__}"
+    config_error(lambda: schedules.build(number, 2048, 2048, 2048, config=cfg), step.Config.__name__)
+
+
+def _launch_bounds(number: int, cfg, n: int = 2048) -> int:
+    src = schedules.cuda_source(schedules.build(number, n, n, n, config=cfg))
+    bounds = {int(b) for b in re.findall(r"__launch_bounds__\((\d+)\)", src)}
+    assert len(bounds) == 1, bounds
+    return bounds.pop()
+
+
+def _step_pair_id(pair) -> str:
+    return f"step{pair[0].number}-gets-step{pair[1].number}"
+
+
+@pytest.mark.parametrize(
+    "pair", [(s, o) for s in STEPS for o in STEPS if s is not o], ids=_step_pair_id
+)
+def test_steps_take_only_their_own_config_class(pair):
+    """A config of another step's class is rejected unless it is exactly this step's class.
+
+    Later configs subclass earlier ones, but step N takes only ``type(cfg) is step.Config``,
+    so e.g. step 1 does not silently build a RegisterTileConfig as a 128 x 128 thread block.
+    """
+    step, other = pair
+    cfg = other.default_config(2048, 2048, 2048)
+    assert type(cfg) is other.Config
+    if other.Config is step.Config:
+        step.schedule(2048, 2048, 2048, cfg)  # steps 4-6 share CooperativeFetchConfig
+        return
+    msg = config_error(lambda: step.schedule(2048, 2048, 2048, cfg))
+    assert msg == f"step {step.number} takes a {step.Config.__name__}, got {other.Config.__name__}"
+
+
+# A non-default config of each class, 128 threads where every default has 256 (2048^3).
+OWN_CONFIGS = {
+    GridConfig: GridConfig(block_m=4, block_n=32),
+    RegisterTileConfig: RegisterTileConfig(block_m=64, block_n=128, thread_m=8, thread_n=8),
+    SharedTileConfig: SharedTileConfig(block_m=64, block_n=128, thread_m=8, thread_n=8, block_k=8),
+    CooperativeFetchConfig: CooperativeFetchConfig(
+        block_m=64, block_n=128, thread_m=8, thread_n=8, block_k=8, vector=4
+    ),
+}
+
+
+@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+def test_own_config_class_is_accepted_and_honoured(step):
+    cfg = OWN_CONFIGS[step.Config]
+    assert type(cfg) is step.Config
+    cfg.validate(2048, 2048, 2048)
+    assert cfg.threads == 128 != step.default_config(2048, 2048, 2048).threads
+    assert _launch_bounds(step.number, cfg) == cfg.threads
+
+
+@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+def test_subclass_of_own_config_class_is_rejected(step):
+    Tuned = dataclasses.make_dataclass("Tuned" + step.Config.__name__, [], bases=(step.Config,), frozen=True)
+    cfg = Tuned(**step.default_config(2048, 2048, 2048).as_dict())
+    assert isinstance(cfg, step.Config)
+    cfg.validate(2048, 2048, 2048)  # a valid config in itself
+    msg = config_error(lambda: step.schedule(2048, 2048, 2048, cfg))
+    assert msg == f"step {step.number} takes a {step.Config.__name__}, got {Tuned.__name__}"
+
+
+# --- as_dict / from_dict ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", CONFIG_CLASSES, ids=lambda c: c.__name__)
+def test_round_trip_defaults(cls):
+    cfg = cls()
+    data = cfg.as_dict()
+    assert isinstance(data, dict)
+    assert all(isinstance(k, str) and isinstance(v, int) for k, v in data.items())
+    assert cls.from_dict(data) == cfg
+    assert cls.from_dict({}) == cfg
+
+
+def test_round_trip_non_default():
+    cfg = CooperativeFetchConfig(block_m=64, block_n=32, thread_m=4, thread_n=2, block_k=8, vector=2)
+    data = cfg.as_dict()
+    assert data == {
+        "block_m": 64, "block_n": 32, "thread_m": 4, "thread_n": 2,
+        "block_k": 8, "vector": 2,
+    }
+    assert CooperativeFetchConfig.from_dict(data) == cfg
+    assert GridConfig(block_m=8, block_n=32).as_dict() == {"block_m": 8, "block_n": 32}
+    assert GridConfig.from_dict({"block_n": 8}) == GridConfig(block_m=16, block_n=8)
+
+
+@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+def test_round_trip_step_defaults(step):
+    for n in (256, 2048):
+        cfg = step.default_config(n, n, n)
+        assert step.Config.from_dict(cfg.as_dict()) == cfg
+
+
+def test_from_dict_rejects_unknown_keys():
+    # thread_m is a fixed property of GridConfig, not a field.
+    config_error(lambda: GridConfig.from_dict({"block_m": 16, "thread_m": 2}), "unknown", "thread_m")
+    msg = config_error(lambda: SharedTileConfig.from_dict(CooperativeFetchConfig().as_dict()), "unknown", "SharedTileConfig")
+    assert "vector" in msg and "block_k" not in msg
+    config_error(lambda: CooperativeFetchConfig.from_dict({"stages": 2}), "unknown", "stages")
+    config_error(lambda: RegisterTileConfig.from_dict({"blockm": 64}), "unknown", "blockm")
+
+
+# --- defaults ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", (512, 1024, 2048))
+@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+def test_default_configs_validate(step, n):
+    cfg = step.default_config(n, n, n)
+    assert type(cfg) is step.Config
+    cfg.validate(n, n, n)
+    assert cfg.threads <= 1024
+    assert cfg.shared_bytes <= 48 * 1024
+    step.schedule(n, n, n)  # raises nothing with the default config
+
+
+# What each step's docstring documents: (block_m, block_n, thread_m, thread_n, block_k, vector).
+DEFAULTS = {
+    1: {512: (8, 32), 1024: (8, 32), 2048: (8, 32)},
+    2: {512: (32, 32, 4, 4), 1024: (64, 64, 4, 4), 2048: (64, 64, 8, 8)},
+    3: {512: (32, 32, 4, 4, 16), 1024: (64, 64, 4, 4, 16), 2048: (64, 64, 8, 8, 16)},
+    4: {512: (32, 64, 4, 4, 16, 4), 1024: (64, 64, 4, 4, 16, 4), 2048: (64, 64, 4, 4, 16, 4)},
+}
+# Step 5: 8x8 micro-tiles in 128x128 blocks at 2048; step 6 keeps step 4's tiles everywhere.
+DEFAULTS[5] = {**DEFAULTS[4], 2048: (128, 128, 8, 8, 16, 4)}
+DEFAULTS[6] = DEFAULTS[4]
+
+
+@pytest.mark.parametrize("n", (512, 1024, 2048))
+@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+def test_default_configs_per_size(step, n):
+    cfg = step.default_config(n, n, n)
+    assert type(cfg) is step.Config
+    assert tuple(cfg.as_dict().values()) == DEFAULTS[step.number][n]
