@@ -46,8 +46,10 @@ def _positive(text: str) -> int:
 
 def parser(prog: str, description: str) -> argparse.ArgumentParser:
     p = _Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", type=_positive, nargs="+", default=list(DEFAULT_SIZES), metavar="N",
+    p.add_argument("--sizes", type=_positive, nargs="+", default=None, metavar="N",
                    help="square problem sizes M=N=K (default: 512 1024 2048)")
+    p.add_argument("--shape", type=_positive, nargs=3, action="append", default=[], metavar=("M", "N", "K"),
+                   help="a problem M x N x K (repeatable); runs beside any --sizes")
     p.add_argument("--repeat", type=_positive, default=30,
                    help="timing samples per kernel; the median is reported (default: 30)")
     p.add_argument("--arch", default=None,
@@ -61,6 +63,15 @@ def parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=None, help="seed for the random inputs (default: fresh)")
     return p
+
+
+def requested_shapes(args) -> list[tuple[int, int, int]]:
+    """The problems a run covers: each square --sizes N, then each --shape M N K.
+
+    With neither given, the default square sizes (512, 1024, 2048)."""
+    sizes = args.sizes if args.sizes is not None else ([] if args.shape else list(DEFAULT_SIZES))
+    shapes = [(n, n, n) for n in sizes] + [tuple(shape) for shape in args.shape]
+    return list(dict.fromkeys(shapes))  # in order, without repeats
 
 
 @dataclass
@@ -91,7 +102,7 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
     summary = step.doc.strip().splitlines()[0] if step.doc else step.name
     try:
         args = parser(prog, summary).parse_args(argv)
-        sizes = [(n, n, n) for n in args.sizes]
+        sizes = requested_shapes(args)
         arch = args.arch or harness.gpu_arch() or "sm_90"
         schedules.target(arch)  # rejects unknown arches
         configs = {size: _checked_config(step, *size) for size in sizes}
