@@ -20,6 +20,7 @@ import tvm
 from tvm import s_tir
 from tvm.target import Target
 
+from . import padding
 from . import (
     step1_grid,
     step2_register_tile,
@@ -27,6 +28,10 @@ from . import (
     step4_cooperative_fetch,
     step5_registers,
     step6_double_buffer,
+    step7_async_copy,
+    step8_conflict_free,
+    step9_warp_tile,
+    step10_tuned,
 )
 from .config import ConfigError, check_sizes
 from .matmul import matmul
@@ -65,9 +70,16 @@ class Step:
         if type(cfg) is not self.Config:
             raise ConfigError(f"step {self.number} takes a {self.Config.__name__}, got {type(cfg).__name__}")
         cfg.validate(M, N, K)
+        # Any shape (schedules/padding.py): narrow `vector` where N or K breaks its alignment,
+        # pad to whole tiles, let the step schedule the padded block, then inline the padding.
+        # Shapes the tiles divide skip both: the same IR as before shape support.
+        cfg = padding.effective_config(cfg, M, N, K)
         sch = s_tir.Schedule(matmul(M, N, K))
-        tiles = self.module.apply(sch, cfg, sch.get_sblock("C"))
+        block = sch.get_sblock("C")
+        pads = padding.pad_to_tiles(sch, block, cfg, M, N, K)
+        tiles = self.module.apply(sch, cfg, block)
         hoist_init(sch, tiles)
+        padding.inline_padding(sch, pads, tiles.block, tiles.thread_j)
         return sch
 
 
@@ -85,6 +97,10 @@ STEPS: tuple[Step, ...] = tuple(
         step4_cooperative_fetch,
         step5_registers,
         step6_double_buffer,
+        step7_async_copy,
+        step8_conflict_free,
+        step9_warp_tile,
+        step10_tuned,
     )
 )
 
@@ -108,7 +124,11 @@ def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=
     """Compile a step for one size; the result's ``main(A, B, C)`` computes C = A @ B."""
     s = get_step(step)
     tgt = target(arch)
-    sch = s.schedule(M, N, K, config)
+    cfg = s.default_config(M, N, K) if config is None else config
+    # Schedule first: it rejects a config of the wrong class (a dict, another step's) with
+    # its one-line ConfigError; then the per-arch shared-memory limit, before compiling.
+    sch = s.schedule(M, N, K, cfg)
+    cfg.check_shared_memory(arch)
     with tvm.transform.PassContext(opt_level=3, config=s.pass_config):
         return tvm.compile(sch.mod, target=tgt)
 

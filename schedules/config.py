@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 MAX_THREADS_PER_BLOCK = 1024
-# Static __shared__ arrays above 48 KB are rejected by ptxas / at load; larger tiles would
-# need dynamic shared memory, which these steps do not use.
+# Static __shared__ arrays above 48 KB are rejected by ptxas / at load; above it a step's
+# tiles go to dynamic shared memory (scope "shared.dyn"), which TVM's runtime opts in to.
 MAX_STATIC_SHARED_BYTES = 48 * 1024
+# The per-block opt-in limit of dynamic shared memory, per arch (CUDA programming guide).
+MAX_SHARED_BYTES = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024}
 FLOAT_BYTES = 4
+WARP_SIZE = 32
 
 
 class ConfigError(ValueError):
@@ -73,14 +76,52 @@ class GridConfig:
     def shared_bytes(self) -> int:
         return 0
 
+    @property
+    def shared_scope(self) -> str:
+        """Static shared memory up to 48 KB, dynamic above (up to the arch's opt-in limit)."""
+        return "shared.dyn" if self.shared_bytes > MAX_STATIC_SHARED_BYTES else "shared"
+
+    # Thread and block mapping, fixed when the loops are tiled; step 9 changes it.
+    @property
+    def warp_m(self) -> int | None:
+        """Threads of a warp along m (warp tiling), or None: threads row-major over the tile."""
+        return None
+
+    @property
+    def raster(self) -> int:
+        """Width in blocks of a rasterization group (1: blocks in plain row-major order)."""
+        return 1
+
+    @property
+    def thread_axes(self) -> tuple[int, int]:
+        """Extents of (threadIdx.y, threadIdx.x); every copy binds the same two."""
+        if self.warp_m is None:
+            return self.threads_m, self.threads_n
+        return self.threads // WARP_SIZE, WARP_SIZE
+
+    @property
+    def copy_rounds_outer(self) -> bool:
+        """Cooperative copies: a warp-contiguous float4 per thread per round (True), or each
+        thread one contiguous run (False: what step 6's register staging needs)."""
+        return False
+
+    def check_shared_memory(self, arch: str = "sm_90") -> None:
+        limit = MAX_SHARED_BYTES.get(arch, MAX_SHARED_BYTES["sm_90"])
+        if self.shared_bytes > limit:
+            raise ConfigError(
+                f"{self.shared_bytes} bytes of shared memory per block exceeds the "
+                f"{limit // 1024} KB per-block limit of {arch}"
+            )
+
     def validate(self, M: int, N: int, K: int) -> None:
         check_sizes(M, N, K)
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{f.name} must be a positive integer, got {value!r}")
-        _divides("block_m", self.block_m, "M", M)
-        _divides("block_n", self.block_n, "N", N)
+            least = 0 if f.name in ("pad_a", "unroll_k") else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                kind = "a non-negative" if least == 0 else "a positive"
+                raise ConfigError(f"{f.name} must be {kind} integer, got {value!r}")
+        # M, N, K need not be multiples of the tiles: Step.schedule pads (schedules/padding.py).
         _divides("thread_m", self.thread_m, "block_m", self.block_m)
         _divides("thread_n", self.thread_n, "block_n", self.block_n)
         if self.threads > MAX_THREADS_PER_BLOCK:
@@ -88,11 +129,7 @@ class GridConfig:
                 f"{self.threads} threads per block ({self.threads_m}x{self.threads_n}) "
                 f"exceeds the limit of {MAX_THREADS_PER_BLOCK}"
             )
-        if self.shared_bytes > MAX_STATIC_SHARED_BYTES:
-            raise ConfigError(
-                f"{self.shared_bytes} bytes of shared memory per block exceeds the "
-                f"{MAX_STATIC_SHARED_BYTES}-byte static limit"
-            )
+        self.check_shared_memory("sm_90")  # the largest limit; build() checks its own arch
 
 
 @dataclass(frozen=True)
@@ -115,10 +152,6 @@ class SharedTileConfig(RegisterTileConfig):
     def shared_bytes(self) -> int:
         return (self.block_m + self.block_n) * self.block_k * FLOAT_BYTES
 
-    def validate(self, M: int, N: int, K: int) -> None:
-        super().validate(M, N, K)
-        _divides("block_k", self.block_k, "K", K)
-
 
 @dataclass(frozen=True)
 class CooperativeFetchConfig(SharedTileConfig):
@@ -133,8 +166,8 @@ class CooperativeFetchConfig(SharedTileConfig):
         # Each copied row must be whole vectors, and every thread must copy the same number.
         _divides("vector", self.vector, "block_k", self.block_k)
         _divides("vector", self.vector, "block_n", self.block_n)
-        _divides("vector", self.vector, "K", K)
-        _divides("vector", self.vector, "N", N)
+        # Not N, K: where they break float4 alignment Step.schedule narrows the vector
+        # (schedules/padding.global_vector).
         per_round = self.threads * self.vector
         for name, elems in (("A", self.block_m * self.block_k), ("B", self.block_k * self.block_n)):
             if elems % per_round:
@@ -142,3 +175,78 @@ class CooperativeFetchConfig(SharedTileConfig):
                     f"the {name} tile ({elems} floats) must split evenly over "
                     f"{self.threads} threads x vector {self.vector}"
                 )
+
+
+@dataclass(frozen=True)
+class AsyncCopyConfig(CooperativeFetchConfig):
+    """Step 7: `stages` shared buffers filled by cp.async, `stages - 1` slices ahead of the math."""
+
+    stages: int = 3
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * super().shared_bytes
+
+    @property
+    def copy_rounds_outer(self) -> bool:
+        return True
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if not isinstance(self.stages, int) or not 2 <= self.stages <= 4:
+            raise ConfigError(f"stages must be 2, 3 or 4, got {self.stages!r}")
+        super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
+class ConflictFreeConfig(AsyncCopyConfig):
+    """Step 8: permuted shared tiles, A's rows padded by `pad_a` floats, so fragment loads
+    hit distinct banks."""
+
+    pad_a: int = 4
+
+    @property
+    def shared_bytes(self) -> int:
+        a = self.block_m * (self.block_k + self.pad_a)
+        return self.stages * (a + self.block_k * self.block_n) * FLOAT_BYTES
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        # A pad that is not a whole number of float4s misaligns the 16-byte copies and loads.
+        if not isinstance(self.pad_a, int) or isinstance(self.pad_a, bool) or self.pad_a < 0 or self.pad_a % 4:
+            raise ConfigError(f"pad_a must be a multiple of 4 floats (16 bytes), got {self.pad_a!r}")
+        # 32 floats pass over all 32 banks once: a larger pad shifts banks as pad_a - 32 does.
+        if self.pad_a >= 32:
+            raise ConfigError(f"pad_a must be below 32 floats (one pass over the banks), got {self.pad_a}")
+        # pad_a may be 0: check the other fields without it.
+        super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
+class WarpTileConfig(ConflictFreeConfig):
+    """Step 9: each warp covers a warp_m x (32 / warp_m) block of threads; blocks are
+    launched in groups `raster` blocks wide."""
+
+    warp_m: int = 4  # type: ignore[assignment]
+    raster: int = 1  # type: ignore[assignment]
+
+    @property
+    def warp_n(self) -> int:
+        return WARP_SIZE // self.warp_m
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if self.warp_m not in (1, 2, 4, 8, 16, 32):
+            raise ConfigError(f"warp_m must be a power of two dividing 32, got {self.warp_m!r}")
+        super().validate(M, N, K)
+        _divides("warp_m", self.warp_m, "threads along m", self.threads_m)
+        _divides("32 / warp_m", self.warp_n, "threads along n", self.threads_n)
+
+
+@dataclass(frozen=True)
+class TunedConfig(WarpTileConfig):
+    """Step 10: explicit unrolling of the inner k loop, plus a tuned config per size."""
+
+    unroll_k: int = 1  # 1: unroll the k slice fully; 0: leave it to nvcc
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if self.unroll_k not in (0, 1):
+            raise ConfigError(f"unroll_k must be 0 or 1, got {self.unroll_k!r}")
+        super().validate(M, N, K)

@@ -41,4 +41,5 @@ def default_config(M: int, N: int, K: int) -> RegisterTileConfig:
 
 
 def apply(sch, cfg: RegisterTileConfig, block):
-    return tile_registers(sch, block, cfg.block_m, cfg.block_n, cfg.thread_m, cfg.thread_n)
+    return tile_registers(sch, block, cfg.block_m, cfg.block_n, cfg.thread_m, cfg.thread_n,
+                          warp_m=cfg.warp_m, raster=cfg.raster)

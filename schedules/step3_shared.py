@@ -26,6 +26,13 @@ NAME = "shared memory"
 IDEA = "cache_read A, B to shared + compute_at the outer k loop"
 Config = SharedTileConfig
 PASS_CONFIG: dict = {}
+# Square size -> why this step is slower than step 2 there; read by the step-over-step gate
+# (tests/test_gpu.py) and copied into results/<gpu>/step3.json.
+EXPECTED_REGRESSION = dict.fromkeys(
+    (512, 1024, 2048),
+    "every thread still runs the whole shared-memory copy itself after compute_at (the copy is "
+    "shared out only in step 4): predicted, measured 0.07-0.18x of step 2",
+)
 
 
 def default_config(M: int, N: int, K: int) -> SharedTileConfig:
@@ -34,4 +41,4 @@ def default_config(M: int, N: int, K: int) -> SharedTileConfig:
 
 def apply(sch, cfg: SharedTileConfig, block):
     tiles = prior.apply(sch, cfg, block)
-    return stage_in_shared(sch, tiles, cfg.block_k)
+    return stage_in_shared(sch, tiles, cfg.block_k, cfg.shared_scope)

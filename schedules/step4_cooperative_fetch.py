@@ -39,5 +39,5 @@ def default_config(M: int, N: int, K: int) -> CooperativeFetchConfig:
 def apply(sch, cfg: CooperativeFetchConfig, block):
     tiles = prior.apply(sch, cfg, block)
     for copy in tiles.shared_copies:
-        cooperative_fetch(sch, copy, cfg.threads_m, cfg.threads_n, cfg.vector)
+        cooperative_fetch(sch, copy, *cfg.thread_axes, cfg.vector, cfg.copy_rounds_outer)
     return tiles

@@ -41,4 +41,4 @@ def default_config(M: int, N: int, K: int) -> CooperativeFetchConfig:
 
 def apply(sch, cfg: CooperativeFetchConfig, block):
     tiles = prior.apply(sch, cfg, block)
-    return prefetch_pipeline(sch, tiles, cfg.threads_m, cfg.threads_n, cfg.vector)
+    return prefetch_pipeline(sch, tiles, *cfg.thread_axes, cfg.vector)

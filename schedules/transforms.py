@@ -6,6 +6,7 @@ returns new handles. No GPU, no I/O: the steps compose these, one new idea per s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tvm import s_tir
@@ -54,26 +55,74 @@ def tile_grid(sch: s_tir.Schedule, block: s_tir.SBlockRV, block_m: int, block_n:
 
 
 def tile_registers(
-    sch: s_tir.Schedule, block: s_tir.SBlockRV, block_m: int, block_n: int, thread_m: int, thread_n: int
+    sch: s_tir.Schedule, block: s_tir.SBlockRV, block_m: int, block_n: int, thread_m: int, thread_n: int,
+    warp_m: int | None = None, raster: int = 1,
 ) -> Tiles:
     """Two-level split: each thread owns a thread_m x thread_n micro-tile of C.
 
     k sits outside the micro-tile, so each k step loads thread_m + thread_n operands and does
     thread_m * thread_n FMAs. The zero-init is hoisted out of k and the micro-tile unrolled,
     which lets nvcc keep the whole tile in registers across the k loop.
+
+    ``warp_m`` and ``raster`` are step 9's thread and block mapping (see ``map_warps`` and
+    ``rasterize``). They are applied here, with the tiling, because the thread loops must be
+    bound before step 3's ``compute_at``: that is what makes a shared copy cover the whole
+    block's tile rather than one thread's.
     """
     i, j, k = sch.get_loops(block)
     block_i, thread_i, micro_i = sch.split(i, [None, block_m // thread_m, thread_m])
     block_j, thread_j, micro_j = sch.split(j, [None, block_n // thread_n, thread_n])
     sch.reorder(block_i, block_j, thread_i, thread_j, k, micro_i, micro_j)
-    bind_grid(sch, block_i, block_j, thread_i, thread_j)
+    if warp_m is None and raster == 1:
+        bind_grid(sch, block_i, block_j, thread_i, thread_j)
+    else:
+        thread_i, thread_j = map_warps(sch, thread_i, thread_j, warp_m)
+        block_i, block_j = rasterize(sch, block_i, block_j, raster)
     sch.unroll(micro_i)
     sch.unroll(micro_j)
     return Tiles(block, block_i, block_j, thread_i, thread_j, k_outer=k,
                  micro_i=micro_i, micro_j=micro_j, init_at=k)
 
 
-def stage_in_shared(sch: s_tir.Schedule, tiles: Tiles, block_k: int) -> Tiles:
+def map_warps(sch: s_tir.Schedule, thread_i, thread_j, warp_m: int | None):
+    """Warp tiling: a warp is warp_m x (32 / warp_m) threads of the grid, not 32 of one row.
+
+    A warp's fragment loads then touch warp_m distinct rows of A and 32 / warp_m distinct
+    columns of B, and threads reading the same element share one shared-memory access
+    (broadcast): 4 x 8 threads read 4 + 8 distinct float4s where a 2 x 16 warp reads 2 + 16.
+    Bound as threadIdx.y = warp, threadIdx.x = lane.
+    """
+    if warp_m is None:
+        sch.bind(thread_i, "threadIdx.y")
+        sch.bind(thread_j, "threadIdx.x")
+        return thread_i, thread_j
+    warp_i, lane_i = sch.split(thread_i, [None, warp_m])
+    warp_j, lane_j = sch.split(thread_j, [None, 32 // warp_m])
+    sch.reorder(warp_i, warp_j, lane_i, lane_j)
+    warp = sch.fuse(warp_i, warp_j)
+    lane = sch.fuse(lane_i, lane_j)
+    sch.bind(warp, "threadIdx.y")
+    sch.bind(lane, "threadIdx.x")
+    return warp, lane
+
+
+def rasterize(sch: s_tir.Schedule, block_i, block_j, raster: int):
+    """Launch blocks in column groups `raster` blocks wide, down all block rows, so blocks
+    running at the same time share B's columns (and A's rows) in L2. raster=1: row-major."""
+    # A group wider than the grid, or not dividing it, would launch idle blocks.
+    raster = math.gcd(raster, int(sch.get(block_j).extent))
+    if raster == 1:
+        sch.bind(block_i, "blockIdx.y")
+        sch.bind(block_j, "blockIdx.x")
+        return block_i, block_j
+    group, within = sch.split(block_j, [None, raster])
+    sch.reorder(group, block_i, within)
+    blocks = sch.fuse(group, block_i, within)
+    sch.bind(blocks, "blockIdx.x")
+    return blocks, blocks
+
+
+def stage_in_shared(sch: s_tir.Schedule, tiles: Tiles, block_k: int, scope: str = "shared") -> Tiles:
     """Walk K in block_k slices; copy each slice of A and B to shared memory once per block.
 
     After compute_at, every thread of the block still runs the whole copy loop itself;
@@ -82,7 +131,7 @@ def stage_in_shared(sch: s_tir.Schedule, tiles: Tiles, block_k: int) -> Tiles:
     k_outer, k_inner = sch.split(tiles.k_outer, [None, block_k])
     copies = []
     for operand in (0, 1):  # A, B
-        copy = sch.cache_read(tiles.block, operand, "shared")
+        copy = sch.cache_read(tiles.block, operand, scope)
         sch.compute_at(copy, k_outer)
         copies.append(copy)
     tiles.k_outer, tiles.k_inner = k_outer, k_inner
@@ -91,16 +140,23 @@ def stage_in_shared(sch: s_tir.Schedule, tiles: Tiles, block_k: int) -> Tiles:
     return tiles
 
 
-def cooperative_fetch(sch: s_tir.Schedule, copy: s_tir.SBlockRV, threads_m: int, threads_n: int, vector: int) -> None:
+def cooperative_fetch(sch: s_tir.Schedule, copy: s_tir.SBlockRV, threads_m: int, threads_n: int, vector: int,
+                      rounds_outer: bool = False) -> None:
     """Spread one shared-memory copy over all the block's threads, `vector` floats per load.
 
     The tile's two loops are fused and split as [threadIdx.y, threadIdx.x, rounds, vector]:
     each thread copies one contiguous run of rounds x vector floats, and consecutive threads
     take consecutive runs, so a warp reads one contiguous stretch of global memory. Keeping
     each thread's elements contiguous is also what lets step 6 stage them in a few registers.
+    With ``rounds_outer`` (step 7 on, where cp.async needs no staging registers) the split is
+    [rounds, threadIdx.y, threadIdx.x, vector]: each single load instruction of a warp then
+    covers 32 consecutive float4s, 512 contiguous bytes.
     """
     fused = sch.fuse(*sch.get_loops(copy)[-2:])
-    ty, tx, _, vec = sch.split(fused, [threads_m, threads_n, None, vector])
+    if rounds_outer:
+        _, ty, tx, vec = sch.split(fused, [None, threads_m, threads_n, vector])
+    else:
+        ty, tx, _, vec = sch.split(fused, [threads_m, threads_n, None, vector])
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     sch.vectorize(vec)
@@ -160,3 +216,57 @@ def hoist_init(sch: s_tir.Schedule, tiles: Tiles) -> None:
     """Zero the accumulator once, before the reduction loop, instead of `if k == 0` inside it."""
     if tiles.init_at is not None:
         sch.decompose_reduction(tiles.block, tiles.init_at)
+
+
+def async_copy_pipeline(sch: s_tir.Schedule, tiles: Tiles, stages: int) -> Tiles:
+    """cp.async multi-stage pipeline: copies global -> shared run `stages - 1` slices ahead.
+
+    The k_outer body is [A->shared, B->shared, compute]; stages [0, 0, stages-1] keep
+    `stages` versions of each shared buffer, and ``software_pipeline_async_stages`` [0]
+    turns the copies of stage 0 into cp.async (16-byte, with pass config
+    ``tirx.use_async_copy``) with one commit group per slice and a ``cp.async.wait_group``
+    before each slice is used. The copies skip registers altogether.
+    """
+    sch.annotate(tiles.k_outer, "software_pipeline_stage", [0, 0, stages - 1])
+    sch.annotate(tiles.k_outer, "software_pipeline_order", [0, 1, 2])
+    sch.annotate(tiles.k_outer, "software_pipeline_async_stages", [0])
+    return tiles
+
+
+def conflict_free_layout(sch: s_tir.Schedule, tiles: Tiles, block_m: int, block_n: int, block_k: int,
+                         thread_m: int, thread_n: int, pad_a: int) -> Tiles:
+    """Permute the shared tiles so each warp's fragment loads fall in distinct banks.
+
+    A (block_m x block_k): a warp reads row ``g * thread_m + r`` of several threads g at
+    once, rows thread_m apart and so (block_k a multiple of 8) in the same banks. Storing row
+    m at ``(m % thread_m) * threads_m + m // thread_m`` puts those rows next to each other,
+    and ``pad_a`` extra floats per row (``storage_align``) shift neighbouring rows by a
+    different 16-byte bank group.
+    B (block_k x block_n): thread g reads columns ``g * thread_n + 4h .. +3``; storing column
+    ``g * thread_n + 4h + l`` at ``h * 4 * threads_n + 4g + l`` makes the float4s of the
+    threads of a warp contiguous. Both maps keep every 4 consecutive floats together, so the
+    16-byte cp.async copies and float4 fragment loads survive.
+    """
+    threads_m, threads_n = block_m // thread_m, block_n // thread_n
+    a_copy, b_copy = tiles.shared_copies
+    sch.transform_layout(
+        a_copy, ("write", 0),
+        lambda m, k: (m // block_m, (m % thread_m) * threads_m + (m % block_m) // thread_m, k),
+    )
+    if thread_n > 4:  # a thread reads one float4 per row when thread_n == 4: nothing to permute
+        sch.transform_layout(
+            b_copy, ("write", 0),
+            lambda k, n: (n // block_n, k, (n % thread_n) // 4 * (4 * threads_n) + (n % block_n) // thread_n * 4 + n % 4),
+        )
+    if pad_a:
+        # Row stride = block_k + pad_a (mod 32 floats, one pass over the banks).
+        sch.storage_align(a_copy, 0, axis=1, factor=32, offset=(block_k + pad_a) % 32)
+    return tiles
+
+
+def unroll_k_slice(sch: s_tir.Schedule, tiles: Tiles) -> Tiles:
+    """Unroll the loop over a slice's k runs, so fragment loads of run r + 1 can be scheduled
+    by nvcc among the FMAs of run r (and their shared addresses become constants)."""
+    sch.unroll(tiles.k_inner)
+    return tiles
+

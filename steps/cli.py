@@ -62,6 +62,9 @@ def parser(prog: str, description: str) -> argparse.ArgumentParser:
                    help="print this step's TVMScript diff against its prior and its CUDA kernel")
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=None, help="seed for the random inputs (default: fresh)")
+    p.add_argument("--compare", type=Path, default=None, metavar="RESULTS",
+                   help="time the step now and show it beside RESULTS (a stepN.json or a results/<gpu> "
+                        "folder): before, after, ratio; a drop over 15%% exits 1 (needs a GPU)")
     return p
 
 
@@ -97,7 +100,11 @@ class Row:
 
 
 def main(step_number: int, argv: list[str] | None = None) -> int:
-    step = schedules.get_step(step_number)
+    try:
+        step = schedules.get_step(step_number)
+    except ConfigError as exc:  # an unknown step number: one line, exit 2
+        print(f"python -m steps.step{step_number}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     prog = f"python -m steps.step{step.number}"
     summary = step.doc.strip().splitlines()[0] if step.doc else step.name
     try:
@@ -106,6 +113,10 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
         arch = args.arch or harness.gpu_arch() or "sm_90"
         schedules.target(arch)  # rejects unknown arches
         configs = {size: _checked_config(step, *size) for size in sizes}
+        if args.compare is not None:
+            from . import compare  # it imports this module
+
+            return compare.compare_step(step, args, arch)
         if args.explain:
             explain(step, sizes[0], configs[sizes[0]], arch)
             return 0
@@ -143,7 +154,14 @@ def build_only(step, sizes, configs, arch) -> int:
     failed = False
     for size in sizes:
         cfg = configs[size]
-        lib = schedules.build(step, *size, arch=arch, config=cfg)
+        try:
+            lib = schedules.build(step, *size, arch=arch, config=cfg)
+        except ConfigError:
+            raise
+        except Exception as exc:  # a TVM failure for a valid config: report it for this size
+            failed = True
+            print(f"{_size(size):>16}  build failed: {harness._one_line(exc)}")
+            continue
         report = nvcc.compile_report(schedules.cuda_source(lib), arch) if have_nvcc else None
         if report is None:
             regs, spills, smem = "-", "-", cfg.shared_bytes
@@ -152,8 +170,11 @@ def build_only(step, sizes, configs, arch) -> int:
             print(f"{_size(size):>16}  nvcc failed: {_last_line(report.log)}")
             continue
         else:
-            regs, spills, smem = report.registers, report.spills, report.shared_bytes
-        print(f"{_size(size):>16}  {cfg.threads:>7}  {smem:>7}  {regs!s:>5}  {spills!s:>6}  {_config_text(cfg)}")
+            # ptxas sees static shared memory only; dynamic (above 48 KB) comes from the config.
+            regs, spills, smem = report.registers, report.spills, max(report.shared_bytes, cfg.shared_bytes)
+        note = schedules.padding.describe(cfg, *size)  # odd shapes: padded tiles, narrower vector
+        print(f"{_size(size):>16}  {cfg.threads:>7}  {smem:>7}  {regs!s:>5}  {spills!s:>6}  {_config_text(cfg)}"
+              + (f" ({note})" if note else ""))
     if not have_nvcc:
         print("(nvcc not found: registers and spills not reported)")
     return EXIT_FAILED if failed else 0
@@ -249,6 +270,8 @@ def document(step, rows, env, repeat) -> dict:
             "tolerance": harness.TOLERANCE,
             "flops": "2*M*N*K",
         },
+        # Sizes where this step may be slower than its prior, with why (the step-over-step gate).
+        "expected_regression": results.expected_regressions(step.module),
         "results": [
             {
                 "M": r.size[0], "N": r.size[1], "K": r.size[2],

@@ -107,15 +107,42 @@ def gpu_arch() -> str | None:
 
 
 class KernelRunner:
-    """Verifies and times compiled steps on CUDA device 0."""
+    """Verifies and times compiled steps on CUDA device 0.
 
-    def __init__(self, repeat: int = 30, seed: int | None = None):
+    ``measure`` runs in a worker process (steps/worker.py) unless ``isolate=False``: a kernel
+    that faults (e.g. a misaligned address) poisons its process's CUDA context, so it is
+    reported for its step and size, the worker is replaced, and the next measurement runs in
+    a clean context. ``check`` and ``time`` run here, in this process (tests, sweeps).
+    """
+
+    def __init__(self, repeat: int = 30, seed: int | None = None, isolate: bool = True,
+                 timeout_s: float | None = None, worker_target=None):
         import tvm
 
         self.tvm = tvm
         self.dev = tvm.cuda(0)
         self.repeat = repeat
         self.rng = np.random.default_rng(seed)
+        self.isolate = isolate
+        self._worker = None
+        self._worker_target = worker_target
+        self._timeout_s = timeout_s
+
+    @property
+    def worker_starts(self) -> int:
+        """Worker processes started so far: 1 for a run without failures, +1 after each."""
+        return self._worker.starts if self._worker is not None else 0
+
+    def close(self) -> None:
+        """Stop the worker process, if one is running (it is a daemon: exit stops it too)."""
+        if self._worker is not None:
+            self._worker.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _tensor(self, array: np.ndarray):
         return self.tvm.runtime.tensor(array, self.dev)
@@ -138,10 +165,37 @@ class KernelRunner:
         return summarize([r * 1e3 for r in result.results], number)
 
     def measure(self, step, M: int, N: int, K: int, arch: str, config=None) -> Measurement:
-        """Build, check and time one step at one size; failures become `error`, not exceptions."""
+        """Build, check and time one step at one size; failures become `error`, not exceptions.
+
+        `step` is a step number or ``schedules.Step``, or a ``"module:function"`` builder
+        returning a compiled module for (M, N, K, arch, config) (tests build faulty kernels so).
+        A bad size, config or arch raises ConfigError, before any worker starts.
+        """
+        spec = _resolve(step, M, N, K, arch, config)
+        if not self.isolate:
+            return self._measure_here(spec, M, N, K, arch, config)
+        from . import worker
+
+        if self._worker is None:
+            self._worker = worker.Worker(self._worker_target or worker.serve,
+                                         timeout_s=self._timeout_s or worker.DEFAULT_TIMEOUT_S)
+        seed = int(self.rng.integers(2**63 - 1))  # fresh inputs per measurement, reproducible
+        request = ("measure", (spec, M, N, K, arch, config, self.repeat, seed))
+        try:
+            status, value = self._worker.call(request)
+        except worker.WorkerError as exc:
+            return Measurement(M, N, K, error=str(exc))
+        if status == "config_error":
+            raise schedules.ConfigError(value)
+        m = Measurement(**value) if status == "ok" else Measurement(M, N, K, error=value)
+        if not m.ok:
+            self._worker.stop(kill=True)  # its CUDA context may be broken: the next one starts afresh
+        return m
+
+    def _measure_here(self, spec, M: int, N: int, K: int, arch: str, config=None) -> Measurement:
         m = Measurement(M, N, K)
         try:
-            lib = schedules.build(step, M, N, K, arch=arch, config=config)
+            lib = _build(spec, M, N, K, arch, config)
             m.rel_err = self.check(lib["main"], M, N, K)
             timing = self.time(lib, M, N, K)
         except schedules.ConfigError:
@@ -154,6 +208,32 @@ class KernelRunner:
         if not m.rel_err <= TOLERANCE:
             m.error = f"wrong result: relative error {m.rel_err:.3g} > {TOLERANCE:g}"
         return m
+
+
+def _resolve(step, M: int, N: int, K: int, arch: str, config):
+    """What the worker is asked to build (a step number or a builder path), after the checks
+    that need no GPU: unknown step or arch, bad sizes, an invalid config -> ConfigError."""
+    if isinstance(step, str):
+        if ":" not in step:
+            raise schedules.ConfigError(f"a kernel builder is 'module:function', got {step!r}")
+        return step
+    s = schedules.get_step(step)
+    schedules.target(arch)
+    cfg = s.default_config(M, N, K) if config is None else config
+    if type(cfg) is s.Config:  # another class: Step.schedule says so, from the worker
+        cfg.validate(M, N, K)
+    else:
+        schedules.config.check_sizes(M, N, K)
+    return s.number
+
+
+def _build(spec, M: int, N: int, K: int, arch: str, config):
+    if isinstance(spec, str):
+        import importlib
+
+        module, _, name = spec.partition(":")
+        return getattr(importlib.import_module(module), name)(M, N, K, arch, config)
+    return schedules.build(spec, M, N, K, arch=arch, config=config)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -187,15 +267,17 @@ def cublas_available() -> bool:
         return False
 
 
-def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = None) -> tuple[Timing, float]:
+def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = None,
+                tf32: bool = False) -> tuple[Timing, float]:
     """cuBLAS SGEMM through CuPy with TF32 off (strict fp32): (timing, relative error).
 
     Timed like the TVM kernels: CUDA events around `number` back-to-back launches per sample.
     """
     import os
 
-    if os.environ.get("CUPY_TF32", "0") != "0":
-        raise RuntimeError("CUPY_TF32 is set: cuBLAS would use TF32, not strict fp32")
+    if (os.environ.get("CUPY_TF32", "0") != "0") != tf32:
+        raise RuntimeError("CUPY_TF32 is set: cuBLAS would use TF32, not strict fp32" if not tf32
+                           else "a TF32 measurement needs CUPY_TF32=1 set before CuPy is imported")
     import cupy as cp
 
     a, b = random_operands(M, N, K, np.random.default_rng(seed))

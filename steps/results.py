@@ -7,7 +7,11 @@ Schema (version 1)::
      "method": {"timer": ..., "repeat": 30, "tolerance": 1e-05},
      "results": [{"M", "N", "K", "config": {...}, "median_ms", "min_ms", "max_ms", "gflops",
                   "rel_err", "prior": {"name", "gflops"}, "speedup_vs_prior",
-                  "cublas_gflops", "pct_cublas"}, ...]}
+                  "cublas_gflops", "pct_cublas"}, ...],
+     "expected_regression": {"2048": "why step N is slower than step N-1 there"}}
+
+``expected_regression`` (size -> reason) is copied from the step module's
+``EXPECTED_REGRESSION``; files written before it existed lack it and still load.
 """
 
 from __future__ import annotations
@@ -54,19 +58,40 @@ def validate(doc: dict) -> dict:
             raise ResultsError(f"result row lacks {', '.join(missing)}")
         if not (isinstance(row["gflops"], (int, float)) and row["gflops"] > 0):
             raise ResultsError(f"result row has no positive gflops: {row['gflops']!r}")
+    expected = doc.get("expected_regression", {})
+    if not (isinstance(expected, dict) and all(isinstance(k, str) and isinstance(v, str) and v
+                                               for k, v in expected.items())):
+        raise ResultsError("expected_regression must map sizes (strings) to non-empty reasons")
     return doc
 
 
 def write_atomic(path: Path, doc: dict) -> None:
     """Validate, then write to a temporary file beside `path` and rename it into place."""
     validate(doc)
+    write_json_atomic(path, doc)
+
+
+def write_json_atomic(path: Path, doc) -> None:
+    """Any JSON document (machine.json), written like write_atomic but not schema-checked."""
+    write_with_atomic(path, lambda f: (json.dump(doc, f, indent=2, sort_keys=False), f.write("\n")))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Text (ladder.csv) written whole or not at all, like write_atomic."""
+    write_with_atomic(path, lambda f: f.write(text))
+
+
+def write_with_atomic(path: Path, write) -> None:
+    """Call write(file) on a temporary file beside `path`, then rename it into place.
+
+    A reader never sees half a file, and a failure leaves the old file as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=2, sort_keys=False)
-            f.write("\n")
+        with os.fdopen(fd, "w", newline="") as f:
+            write(f)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are for everyone to read
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -87,8 +112,40 @@ def committed(gpu_name: str, step_number: int, results_dir: Path = RESULTS_DIR) 
     return load(path) if path.exists() else None
 
 
+def load_gpu_dir(gpu_dir: Path) -> list[dict]:
+    """Every results/<gpu>/stepN.json in one folder, validated, in step order."""
+    paths = [p for p in Path(gpu_dir).glob("step*.json") if re.fullmatch(r"step\d+\.json", p.name)]
+    return sorted((load(p) for p in paths), key=lambda d: d["step"])
+
+
 def row_for(doc: dict, M: int, N: int, K: int) -> dict | None:
     for row in doc["results"]:
         if (row["M"], row["N"], row["K"]) == (M, N, K):
             return row
     return None
+
+
+def size_key(M: int, N: int, K: int) -> str:
+    """How a size is named in ``expected_regression``: '2048' when square, else '512x1024x256'."""
+    return str(M) if M == N == K else f"{M}x{N}x{K}"
+
+
+def expected_regressions(module) -> dict[str, str]:
+    """A step module's EXPECTED_REGRESSION (size or (M, N, K) -> reason), keyed by size_key."""
+    out = {}
+    for size, reason in getattr(module, "EXPECTED_REGRESSION", {}).items():
+        key = size_key(*size) if isinstance(size, tuple) else size_key(size, size, size)
+        out[key] = str(reason)
+    return out
+
+
+def expected_regression(doc: dict, M: int, N: int, K: int, module=None) -> str | None:
+    """Why this step is allowed to be slower than its prior at M x N x K, or None.
+
+    The committed file's ``expected_regression`` decides; a file written before that field
+    existed falls back to the step module's EXPECTED_REGRESSION (when `module` is given)."""
+    if "expected_regression" in doc:
+        marks = doc["expected_regression"]
+    else:
+        marks = expected_regressions(module) if module is not None else {}
+    return marks.get(size_key(M, N, K))

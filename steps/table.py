@@ -1,5 +1,8 @@
 """The README's ladder table, generated from results/<gpu>/stepN.json, never typed by hand.
 
+Below each GPU's table go links to the plots that ``python -m steps.plot`` rendered beside
+its results (only those present), so the README shows what is committed and nothing else.
+
     python -m steps.table                 # print the markdown for every GPU with results
     python -m steps.table --readme        # rewrite README.md between the ladder markers
 """
@@ -55,7 +58,30 @@ def render(results_dir: Path = results.RESULTS_DIR) -> str:
         by_gpu.setdefault(path.parent.name, []).append(results.load(path))
     if not by_gpu:
         return "_No results committed yet: run `python -m steps.stepN --save` on a GPU._"
-    return "\n\n".join(render_gpu(docs) for _, docs in sorted(by_gpu.items()))
+    return "\n\n".join(render_gpu(docs) + plot_links(Path(results_dir) / slug)
+                       for slug, docs in sorted(by_gpu.items()))
+
+
+PLOT_ALT = {
+    "gflops.png": "TFLOPS per step and size, cuBLAS dashed",
+    "speedup.png": "speedup of each step over the step before",
+    "pct_cublas.png": "each step as a percentage of cuBLAS",
+    "roofline.png": "roofline: each step's arithmetic intensity against measured bandwidth and FP32 peak",
+}
+
+
+def plot_links(gpu_dir: Path) -> str:
+    """Markdown images for the plots python -m steps.plot rendered into gpu_dir (those present)."""
+    links = []
+    for name, alt in PLOT_ALT.items():
+        path = gpu_dir / name
+        if path.exists():
+            try:
+                rel = path.resolve().relative_to(README.parent.resolve()).as_posix()
+            except ValueError:  # a results folder outside the repository (tests)
+                rel = path.as_posix()
+            links.append(f"![{alt}]({rel})")
+    return "\n\n" + "\n\n".join(links) if links else ""
 
 
 def update_readme(readme: Path = README, results_dir: Path = results.RESULTS_DIR) -> bool:

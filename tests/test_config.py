@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 import pytest
 
 import schedules
 from schedules import ConfigError
+from schedules import step10_tuned
 from schedules.config import (
+    MAX_SHARED_BYTES,
+    MAX_STATIC_SHARED_BYTES,
+    AsyncCopyConfig,
+    ConflictFreeConfig,
     CooperativeFetchConfig,
     GridConfig,
     RegisterTileConfig,
     SharedTileConfig,
+    TunedConfig,
+    WarpTileConfig,
 )
 
 STEPS = schedules.STEPS
-CONFIG_CLASSES = (GridConfig, RegisterTileConfig, SharedTileConfig, CooperativeFetchConfig)
+CONFIG_CLASSES = (
+    GridConfig, RegisterTileConfig, SharedTileConfig, CooperativeFetchConfig,
+    AsyncCopyConfig, ConflictFreeConfig, WarpTileConfig, TunedConfig,
+)
 
 
 def _step_id(step) -> str:
@@ -81,15 +92,12 @@ def test_non_positive_or_non_int_fields(cfg, field):
 # --- tiles that do not divide -----------------------------------------------------------
 
 
-def test_block_tile_must_divide_M():
-    step4 = schedules.get_step(4)
-    config_error(lambda: step4.schedule(1000, 1024, 1024), "block_m", "divide", "M=1000")
-    config_error(lambda: schedules.build(4, 1000, 1024, 1024), "divide", "M=1000")
-
-
-def test_block_tile_must_divide_N_and_K():
-    config_error(lambda: schedules.get_step(2).schedule(1024, 1000, 1024), "block_n", "divide", "N=1000")
-    config_error(lambda: schedules.get_step(3).schedule(1024, 1024, 1000), "block_k", "divide", "K=1000")
+def test_block_tiles_need_not_divide_the_problem():
+    """Any M, N, K: Step.schedule pads to whole tiles (schedules/padding.py, tests/test_shapes.py)."""
+    for cls in CONFIG_CLASSES:
+        cls().validate(1000, 1500, 700)
+        cls().validate(1, 1, 1)
+    CooperativeFetchConfig(vector=4).validate(2047, 2047, 2047)  # the vector narrows, no error
 
 
 def test_thread_tile_must_divide_block_tile():
@@ -112,35 +120,117 @@ def test_exactly_1024_threads_is_allowed():
     GridConfig(block_m=32, block_n=32).validate(2048, 2048, 2048)
 
 
+def _cuda(number: int, n: int, cfg, arch: str = "sm_90") -> str:
+    return schedules.cuda_source(schedules.build(number, n, n, n, arch=arch, config=cfg))
+
+
+def _is_dynamic(src: str) -> bool:
+    """TVM declares dynamic shared memory as `extern __shared__ ... buf_dyn_shmem[]`."""
+    return re.search(r"extern __shared__ .*\bbuf_dyn_shmem(?:_ptr)?\[\];", src) is not None
+
+
+def _static_shared(src: str) -> list[str]:
+    return re.findall(r"^\s*__shared__ .*;", src, re.M)
+
+
+def test_shared_memory_limits_per_arch():
+    assert MAX_STATIC_SHARED_BYTES == 48 * 1024
+    assert MAX_SHARED_BYTES == {
+        "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
+    }
+    assert set(MAX_SHARED_BYTES) == set(schedules.VALID_ARCHS)
+
+
 def test_too_much_shared_memory():
-    cfg = CooperativeFetchConfig(block_m=128, block_n=128, block_k=64)
-    assert cfg.shared_bytes == (128 + 128) * 64 * 4 == 64 * 1024
-    config_error(lambda: cfg.validate(2048, 2048, 2048), "shared memory", str(cfg.shared_bytes), "49152")
+    # 256 x 256 blocks of 8 x 8 micro-tiles (1024 threads), block_k = 64: 128 KB per slice,
+    # 256 KB for the (256 + 256) x 128 tile: over sm_90's 227 KB opt-in limit.
+    cfg = CooperativeFetchConfig(block_m=256, block_n=256, thread_m=8, thread_n=8, block_k=128)
+    assert cfg.shared_bytes == (256 + 256) * 128 * 4 == 256 * 1024 > MAX_SHARED_BYTES["sm_90"]
+    config_error(lambda: cfg.validate(2048, 2048, 2048), "shared memory", str(cfg.shared_bytes), "227 KB", "sm_90")
     for number in (4, 5, 6):
         config_error(lambda: schedules.get_step(number).schedule(2048, 2048, 2048, cfg), "shared memory")
-    single = SharedTileConfig(block_k=64)  # the same 64 KB for step 3
-    config_error(lambda: single.validate(2048, 2048, 2048), "shared memory", "65536")
+        config_error(lambda: schedules.build(number, 2048, 2048, 2048, config=cfg), "shared memory", "227 KB")
+    single = SharedTileConfig(block_m=256, block_n=256, thread_m=8, thread_n=8, block_k=128)  # step 3
+    config_error(lambda: single.validate(2048, 2048, 2048), "shared memory", "262144")
     config_error(lambda: schedules.get_step(3).schedule(2048, 2048, 2048, single), "shared memory")
+    # Stages multiply it: 4 x 64 KB is over too, 3 x 64 KB = 192 KB is not.
+    config_error(lambda: AsyncCopyConfig(block_k=64, stages=4).validate(2048, 2048, 2048), "262144", "227 KB")
+    AsyncCopyConfig(block_k=64, stages=3).validate(2048, 2048, 2048)
 
 
-def test_just_over_48kb_of_shared_memory():
-    # (128 + 128) x 49 x 4 = 50176 bytes; K = 49 x 32 so only the shared budget is broken.
-    cfg = SharedTileConfig(block_k=49)
-    assert cfg.shared_bytes == 50176
-    config_error(lambda: cfg.validate(1024, 1024, 49 * 32), "shared memory", "50176")
+def test_exactly_227kb_of_shared_memory_is_allowed_and_one_more_row_is_not():
+    # (128 + 128) x 227 x 4 = 232448 bytes = 227 KB exactly; block_k 228 adds 1 KB.
+    exact = SharedTileConfig(block_k=227)
+    assert exact.shared_bytes == MAX_SHARED_BYTES["sm_90"]
+    exact.validate(1024, 1024, 1024)
+    exact.check_shared_memory("sm_90")
+    config_error(lambda: exact.check_shared_memory("sm_80"), "163 KB", "sm_80")
+    over = SharedTileConfig(block_k=228)
+    config_error(lambda: over.validate(1024, 1024, 1024), "shared memory", "233472", "227 KB")
+    # Step 8's padding counts: 4 stages x (128 x (64 + 4) + 64 x 128) floats = 270336 bytes.
+    padded = ConflictFreeConfig(block_m=128, block_n=128, thread_m=8, thread_n=8, block_k=64, stages=4)
+    assert padded.shared_bytes == 4 * (128 * 68 + 64 * 128) * 4
+    config_error(lambda: padded.validate(2048, 2048, 2048), "shared memory", str(padded.shared_bytes))
+    # Without the pad it is 256 KB, still over; 3 stages unpadded is 192 KB, fine.
+    dataclasses.replace(padded, stages=3, pad_a=0).validate(2048, 2048, 2048)
+
+
+def test_over_48kb_goes_to_dynamic_shared_memory():
+    """Above the 48 KB static limit a config is valid: its tiles live in `shared.dyn`."""
+    # (128 + 128) x 49 x 4 = 50176 bytes: just over 48 KB, with a block_k no K divides.
+    just_over = SharedTileConfig(block_k=49)
+    assert just_over.shared_bytes == 50176 and just_over.shared_scope == "shared.dyn"
+    just_over.validate(1024, 1024, 49 * 32)
+    # Step 4 at 64 KB (128 x 128 x 64): dynamic in the CUDA, no static __shared__ arrays,
+    # and the launch passes exactly the config's bytes of dynamic shared memory.
+    cfg = CooperativeFetchConfig(block_m=128, block_n=128, thread_m=8, thread_n=8, block_k=64)
+    assert cfg.shared_bytes == 64 * 1024 and cfg.shared_scope == "shared.dyn"
+    cfg.validate(256, 256, 256)
+    lib = schedules.build(4, 256, 256, 256, config=cfg)
+    src = schedules.cuda_source(lib)
+    assert _is_dynamic(src), "no extern __shared__ dynamic shared memory"
+    assert _static_shared(src) == []
+    host = lib.mod.inspect_source()  # the launch's dynamic shared memory size is a constant there
+    assert re.search(rf"store i64 {cfg.shared_bytes},", host), "dynamic shared bytes not in the launch"
 
 
 @pytest.mark.parametrize("cls", (SharedTileConfig, CooperativeFetchConfig), ids=lambda c: c.__name__)
-def test_exactly_48kb_of_shared_memory_is_allowed(cls):
+def test_exactly_48kb_of_shared_memory_is_static(cls):
     # 128 x 128 blocks of 8 x 8 micro-tiles (256 threads), block_k = 48: (128 + 128) x 48 x 4.
     # Each 128 x 48 tile is 6144 floats = 6 rounds of 256 threads x float4, so it all divides.
     cfg = cls(block_m=128, block_n=128, thread_m=8, thread_n=8, block_k=48)
     assert cfg.shared_bytes == 48 * 1024
+    assert cfg.shared_scope == "shared"
     M = N = 1024
     K = 48 * 32
     cfg.validate(M, N, K)
     step = next(s for s in STEPS if s.Config is cls)
     step.schedule(M, N, K, cfg)  # raises nothing
+    if cls is CooperativeFetchConfig:
+        src = _cuda(step.number, 256, cfg)
+        assert not _is_dynamic(src)
+        assert len(_static_shared(src)) == 2, _static_shared(src)
+
+
+def test_shared_memory_limit_is_the_build_archs():
+    """sm_86 opts in to 99 KB per block, sm_80 to 163 KB, sm_90 to 227 KB: build checks its own."""
+    # Step 7, 3 stages x (128 + 128) x 32 x 4 = 96 KB: fits everywhere.
+    fits = AsyncCopyConfig(block_m=128, block_n=128, thread_m=8, thread_n=8, block_k=32, stages=3)
+    assert fits.shared_bytes == 96 * 1024
+    # 4 stages: 128 KB, between sm_86's 99 KB and sm_90's 227 KB.
+    big = AsyncCopyConfig(block_m=128, block_n=128, thread_m=8, thread_n=8, block_k=32, stages=4)
+    assert MAX_SHARED_BYTES["sm_86"] < big.shared_bytes == 128 * 1024 < MAX_SHARED_BYTES["sm_80"]
+    big.validate(256, 256, 256)  # validate checks the largest (sm_90) limit only
+    for arch in ("sm_86", "sm_89"):
+        msg = config_error(lambda: schedules.build(7, 256, 256, 256, arch=arch, config=big),
+                           "shared memory", str(big.shared_bytes), "99 KB", arch)
+        assert "sm_90" not in msg
+        config_error(lambda: big.check_shared_memory(arch), arch)
+    big.check_shared_memory("sm_80")
+    big.check_shared_memory("sm_90")
+    src = _cuda(7, 256, big, arch="sm_80")
+    assert _is_dynamic(src) and _static_shared(src) == []
+    fits.check_shared_memory("sm_86")
 
 
 # --- cooperative fetch ------------------------------------------------------------------
@@ -197,7 +287,7 @@ def test_step6_needs_no_minimum_number_of_k_slices(slices):
 # --- registry look-ups ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("number", (99, 0, 7, -1, "3"), ids=repr)
+@pytest.mark.parametrize("number", (99, 0, 11, -1, "3"), ids=repr)
 def test_unknown_step(number):
     config_error(lambda: schedules.get_step(number), "unknown step")
     config_error(lambda: schedules.build(number, 256, 256, 256), "unknown step")
@@ -233,8 +323,15 @@ def test_valid_arch_targets(arch):
         (1, CooperativeFetchConfig()),
         (2, SharedTileConfig()),
         (3, CooperativeFetchConfig()),
+        (7, CooperativeFetchConfig()),
+        (8, AsyncCopyConfig()),
+        (9, ConflictFreeConfig()),
+        (10, WarpTileConfig()),
+        (7, TunedConfig()),
+        (9, TunedConfig()),
         (1, {"block_m": 16, "block_n": 16}),
         (6, CooperativeFetchConfig().as_dict()),
+        (10, TunedConfig().as_dict()),
     ],
     ids=lambda v: v if isinstance(v, int) else type(v).__name__,
 )
@@ -275,13 +372,25 @@ def test_steps_take_only_their_own_config_class(pair):
     assert msg == f"step {step.number} takes a {step.Config.__name__}, got {other.Config.__name__}"
 
 
-# A non-default config of each class, 128 threads where every default has 256 (2048^3).
+# A non-default config of each class, with a thread count its step's 2048^3 default lacks:
+# 128 threads where the default has 256 (steps 1-9), 256 where it has 128 (step 10).
 OWN_CONFIGS = {
     GridConfig: GridConfig(block_m=4, block_n=32),
     RegisterTileConfig: RegisterTileConfig(block_m=64, block_n=128, thread_m=8, thread_n=8),
     SharedTileConfig: SharedTileConfig(block_m=64, block_n=128, thread_m=8, thread_n=8, block_k=8),
     CooperativeFetchConfig: CooperativeFetchConfig(
         block_m=64, block_n=128, thread_m=8, thread_n=8, block_k=8, vector=4
+    ),
+    AsyncCopyConfig: AsyncCopyConfig(block_m=64, block_n=128, thread_m=8, thread_n=8, block_k=8, stages=2),
+    ConflictFreeConfig: ConflictFreeConfig(
+        block_m=64, block_n=128, thread_m=8, thread_n=8, block_k=8, stages=3, pad_a=8
+    ),
+    WarpTileConfig: WarpTileConfig(
+        block_m=64, block_n=128, thread_m=8, thread_n=8, block_k=8, stages=2, pad_a=0, warp_m=2, raster=4
+    ),
+    TunedConfig: TunedConfig(
+        block_m=128, block_n=64, thread_m=8, thread_n=4, block_k=16, stages=3, pad_a=4, warp_m=4,
+        raster=8, unroll_k=0,
     ),
 }
 
@@ -291,7 +400,9 @@ def test_own_config_class_is_accepted_and_honoured(step):
     cfg = OWN_CONFIGS[step.Config]
     assert type(cfg) is step.Config
     cfg.validate(2048, 2048, 2048)
-    assert cfg.threads == 128 != step.default_config(2048, 2048, 2048).threads
+    assert cfg != step.default_config(2048, 2048, 2048)
+    assert cfg.threads in (128, 256)
+    assert cfg.threads != step.default_config(2048, 2048, 2048).threads
     assert _launch_bounds(step.number, cfg) == cfg.threads
 
 
@@ -356,7 +467,12 @@ def test_default_configs_validate(step, n):
     assert type(cfg) is step.Config
     cfg.validate(n, n, n)
     assert cfg.threads <= 1024
-    assert cfg.shared_bytes <= 48 * 1024
+    # Every default fits every arch's shared-memory opt-in (sm_86/89's 99 KB the least), and
+    # goes to dynamic shared memory exactly when it is over the 48 KB static limit.
+    for arch in schedules.VALID_ARCHS:
+        cfg.check_shared_memory(arch)
+    assert cfg.shared_bytes <= min(MAX_SHARED_BYTES.values())
+    assert cfg.shared_scope == ("shared.dyn" if cfg.shared_bytes > 48 * 1024 else "shared")
     step.schedule(n, n, n)  # raises nothing with the default config
 
 
@@ -370,6 +486,28 @@ DEFAULTS = {
 # Step 5: 8x8 micro-tiles in 128x128 blocks at 2048; step 6 keeps step 4's tiles everywhere.
 DEFAULTS[5] = {**DEFAULTS[4], 2048: (128, 128, 8, 8, 16, 4)}
 DEFAULTS[6] = DEFAULTS[4]
+# Steps 7-9: the step 7 sweep's tiles, + stages; step 8 adds pad_a, step 9 warp_m and raster.
+DEFAULTS[7] = {
+    512: (32, 64, 4, 4, 16, 4, 4),
+    1024: (32, 64, 8, 4, 16, 4, 4),
+    2048: (64, 128, 8, 4, 32, 4, 2),
+}
+DEFAULTS[8] = {n: (*cfg, 4) for n, cfg in DEFAULTS[7].items()}
+DEFAULTS[9] = {n: (*cfg, 4, 1) for n, cfg in DEFAULTS[8].items()}
+
+
+def _tuned_file_defaults() -> dict[int, tuple]:
+    """Step 10: whatever the committed sweep wrote to schedules/tuned/step10.json (read here
+    with plain json, not with the step's loader), in TunedConfig field order."""
+    data = json.loads(step10_tuned.TUNED_PATH.read_text())
+    order = [f.name for f in dataclasses.fields(TunedConfig)]
+    table = {}
+    for entry in data["configs"]:
+        if entry["M"] == entry["N"] == entry["K"]:
+            assert set(entry["config"]) == set(order), entry
+            table[entry["M"]] = tuple(entry["config"][name] for name in order)
+    return table
+
 
 
 @pytest.mark.parametrize("n", (512, 1024, 2048))
@@ -377,4 +515,6 @@ DEFAULTS[6] = DEFAULTS[4]
 def test_default_configs_per_size(step, n):
     cfg = step.default_config(n, n, n)
     assert type(cfg) is step.Config
-    assert tuple(cfg.as_dict().values()) == DEFAULTS[step.number][n]
+    # Step 10's row is read when the test runs: a sweep may rewrite the file at any time.
+    expected = _tuned_file_defaults()[n] if step.number == 10 else DEFAULTS[step.number][n]
+    assert tuple(cfg.as_dict().values()) == expected

@@ -1,4 +1,5 @@
-"""On a CUDA GPU: every step is correct, and no slower than 0.85x its committed GFLOPS.
+"""On a CUDA GPU: every step is correct, no slower than 0.85x its committed GFLOPS, and at
+2048 no slower than the step before it (unless its committed results expect that, and say why).
 
 Correctness: fresh random inputs, C poisoned with NaN, ‖C − ref‖/‖ref‖ ≤ 1e-5 against float64.
 Performance gate: results/<this GPU's slug>/stepN.json holds the committed numbers; a GPU
@@ -73,3 +74,29 @@ def test_gflops_at_least_85pct_of_committed(step, size, runner, arch, gpu_name):
     assert m.ok, m.error
     assert m.gflops >= GATE * row["gflops"], (
         f"step {step.number} at {size}: {m.gflops:.0f} GFLOPS < {GATE} x committed {row['gflops']:.0f}")
+
+
+# Step over step: N must not be slower than N-1 at this size, both measured here, now. The 3%
+# margin covers run-to-run noise between two back-to-back measurements (steps 4->5->6 gain only
+# 2-3% at 2048); a pair the committed stepN.json marks in expected_regression skips with why.
+PAIR_SIZE = 2048
+PAIR_MARGIN = 0.97
+
+
+@pytest.mark.parametrize("step", [p for p in STEPS if p.values[0] is not schedules.STEPS[0]])
+def test_step_not_slower_than_prior(step, runner, arch, gpu_name):
+    doc = results.committed(gpu_name, step.number)
+    if doc is None:
+        pytest.skip(f"no committed results for {gpu_name} ({results.gpu_slug(gpu_name)}) step {step.number}")
+    n = PAIR_SIZE
+    reason = results.expected_regression(doc, n, n, n, module=step.module)
+    if reason:
+        pytest.skip(f"step {step.number} vs {step.number - 1} at {n}: expected regression: {reason}")
+    prior = schedules.STEPS[[s.number for s in schedules.STEPS].index(step.number) - 1]
+    before = runner.measure(prior, n, n, n, arch)
+    after = runner.measure(step, n, n, n, arch)
+    assert before.ok and after.ok, before.error or after.error
+    assert after.gflops >= PAIR_MARGIN * before.gflops, (
+        f"step {step.number} at {n}: {after.gflops:.0f} GFLOPS < {PAIR_MARGIN} x step {prior.number}'s "
+        f"{before.gflops:.0f} in the same run; if intended, add {n} to EXPECTED_REGRESSION in "
+        f"{step.module.__name__} with the reason and re-save")

@@ -20,6 +20,7 @@ SIZES = (256, 2048)
 ARCHS = ("sm_90", "sm_80")
 NVCC_SIZE = 2048
 MAX_STATIC_SMEM = 48 * 1024
+MAX_DYNAMIC_SMEM = 227 * 1024  # sm_90's per-block opt-in
 MAX_REGISTERS = 255
 
 
@@ -32,10 +33,19 @@ def _prior(step):
 
 
 @functools.lru_cache(maxsize=None)
+def _lib(number: int, n: int, arch: str = "sm_90", config=None):
+    """A step built at n x n x n (default config unless given; built once per session)."""
+    return schedules.build(number, n, n, n, arch=arch, config=config)
+
+
 def _source(number: int, n: int, arch: str = "sm_90", config=None) -> str:
-    """CUDA source of a step at n x n x n (default config unless given; built once per session)."""
-    lib = schedules.build(number, n, n, n, arch=arch, config=config)
-    return schedules.cuda_source(lib)
+    """CUDA source of a step at n x n x n."""
+    return schedules.cuda_source(_lib(number, n, arch, config))
+
+
+def _host(number: int, n: int, arch: str = "sm_90", config=None) -> str:
+    """The host module's source (LLVM IR): the kernel launch and its arguments."""
+    return _lib(number, n, arch, config).mod.inspect_source()
 
 
 def _config(step, n: int):
@@ -61,6 +71,46 @@ C_LOCAL_FMA_RE = re.compile(
     r"C_local(?:_ptr)?\[(\d+)\] = \(C_local(?:_ptr)?\[\1\] \+ \(\w+\[[^\]\[]+\] \* \w+\[[^\]\[]+\]\)\);"
 )
 SYNC_RE = re.compile(r"__syncthreads\(\);")
+# `extern __shared__ __align__(64) uchar buf_dyn_shmem_ptr[];` -- shared.dyn (steps 7+, > 48 KB).
+DYN_SHARED_RE = re.compile(r"extern __shared__\s+(?:__align__\(\d+\)\s+)?\w+\s+buf_dyn_shmem(?:_ptr)?\[\];")
+
+
+def is_dynamic(src: str) -> bool:
+    return DYN_SHARED_RE.search(src) is not None
+
+
+def split_args(text: str) -> list[str]:
+    """Split a C argument list at its top-level commas."""
+    args, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            args.append(text[start:i].strip())
+            start = i + 1
+    args.append(text[start:].strip())
+    return args
+
+
+# `ptx_cp_async_legacy_cg_16_4_4(A_shared_ptr, <dst offset>, A_ptr, <src offset>);`
+CP_ASYNC_CALL_RE = re.compile(r"^\s*(?P<fn>\w*cp_async\w*)\((?P<args>.*)\);\s*$", re.M)
+
+
+def cp_async_copies(src: str, op: str) -> list[tuple[str, str, str, str]]:
+    """(function, shared destination, destination offset, source offset) of every cp.async
+    of global `op` into shared memory."""
+    copies = []
+    for m in CP_ASYNC_CALL_RE.finditer(src):
+        args = split_args(m["args"])
+        if len(args) == 4 and re.fullmatch(rf"{op}(?:_ptr)?", args[2]):
+            copies.append((m["fn"], args[0], args[1], args[3]))
+    return copies
+
+
+def device_function(src: str, name: str) -> str:
+    """The body of a __device__ helper TVM emitted (e.g. the cp.async wrapper)."""
+    m = re.search(rf"__device__\s+\w+\s+{name}\(", src)
+    assert m, f"no definition of {name}"
+    return braced_block(src, m.start())
 
 
 def _floats(type_: str, n: str) -> int:
@@ -162,7 +212,7 @@ def is_float4_copy(src: str, lhs: str, rhs: str, op: str) -> bool:
 def test_steps_are_ordered_and_unique():
     numbers = [s.number for s in STEPS]
     assert numbers == list(range(1, len(STEPS) + 1))
-    assert numbers == [1, 2, 3, 4, 5, 6]
+    assert numbers == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert len(set(numbers)) == len(numbers)
     assert len({s.name for s in STEPS}) == len(STEPS)
     for s in STEPS:
@@ -220,14 +270,27 @@ def test_shared_memory_staging(step, n):
         assert "__shared__" not in src
         assert not SYNC_RE.search(src)
         return
+    assert SYNC_RE.search(src)
+    # What the config budgets for (and validates): one block_k slice of each operand through
+    # step 6 (which double-buffers in registers); from step 7 `stages` slices, with A's rows
+    # padded by pad_a floats from step 8.
+    stages = getattr(cfg, "stages", 1)
+    pad_a = getattr(cfg, "pad_a", 0)
+    a_floats = stages * cfg.block_m * (cfg.block_k + pad_a)
+    b_floats = stages * cfg.block_k * cfg.block_n
+    assert (a_floats + b_floats) * 4 == cfg.shared_bytes
+    if cfg.shared_bytes > MAX_STATIC_SMEM:
+        # Over 48 KB: one dynamic buffer, sized at launch, and no static __shared__ arrays.
+        assert step.number >= 7 and cfg.shared_scope == "shared.dyn"
+        assert is_dynamic(src), "no extern __shared__ buffer for shared.dyn"
+        assert shared_floats(src) == {} and not re.search(r"^\s*__shared__", src, re.M)
+        launch_constants = {int(v) for v in re.findall(r"store i64 (\d+),", _host(step.number, n))}
+        assert cfg.shared_bytes in launch_constants, "dynamic shared bytes not passed at launch"
+        return
+    assert cfg.shared_scope == "shared" and not is_dynamic(src)
     sizes = shared_floats(src)
     assert set(sizes) == {"A", "B"}, f"shared float arrays for A and B, got {sizes}"
-    assert SYNC_RE.search(src)
-    # The declared arrays are exactly what the config budgets for (and validates): one
-    # block_k slice of each operand, in every step (step 6 double-buffers in registers).
-    assert (sizes["A"] + sizes["B"]) * 4 == cfg.shared_bytes
-    assert sizes["A"] == cfg.block_m * cfg.block_k
-    assert sizes["B"] == cfg.block_k * cfg.block_n
+    assert sizes == {"A": a_floats, "B": b_floats}, sizes
 
 
 def _vector_store(src: str, lhs: str, op: str) -> bool:
@@ -244,6 +307,19 @@ def test_cooperative_float4_fetch(step, n):
         assert not shared_copies(src, "A") and not shared_copies(src, "B")
         return
     for op in ("A", "B"):
+        if step.number >= 7:
+            # global -> shared by cp.async, 16 bytes per thread per round, no registers.
+            assert not shared_copies(src, op), shared_copies(src, op)
+            assert not staging_loads(src, op), f"step {step.number} stages {op} in registers"
+            copies = cp_async_copies(src, op)
+            assert copies, f"no cp.async of {op}"
+            dst = "buf_dyn_shmem_ptr" if is_dynamic(src) else f"{op}_shared_ptr"
+            for fn, dst_buf, dst_off, src_off in copies:
+                assert dst_buf == dst, (dst_buf, dst)
+                assert '"n"(16)' in device_function(src, fn), fn
+                assert "threadIdx.x" in dst_off and "threadIdx.y" in dst_off, dst_off
+                assert "threadIdx.x" in src_off and "threadIdx.y" in src_off, src_off
+            continue
         if step.number == 6:
             # global -> registers -> shared: no direct global -> shared copy is left.
             assert not shared_copies(src, op), shared_copies(src, op)
@@ -283,9 +359,9 @@ def _thread_stride(lhs: str, axis: str) -> int:
     return 1
 
 
-@pytest.mark.parametrize("step", STEPS[3:], ids=_step_id)
+@pytest.mark.parametrize("step", STEPS[3:6], ids=_step_id)
 def test_fetch_gives_each_thread_a_contiguous_run(step):
-    """The copy splits as [threadIdx.y, threadIdx.x, rounds, vector].
+    """Steps 4-6: the copy splits as [threadIdx.y, threadIdx.x, rounds, vector].
 
     At 256 the B tile (16 x 64) takes two rounds of 128 threads x float4, so each thread
     stores 8 consecutive floats: threadIdx.x strides by rounds x vector and threadIdx.y by
@@ -311,6 +387,35 @@ def test_fetch_gives_each_thread_a_contiguous_run(step):
     assert rounds_seen == {1, 2}, "the 256 default should give A one round and B two"
 
 
+@pytest.mark.parametrize("step", STEPS[6:], ids=_step_id)
+def test_fetch_rounds_outermost_is_warp_contiguous(step):
+    """Steps 7+: the copy splits as [rounds, threadIdx.y, threadIdx.x, vector], so one
+    cp.async instruction of a warp covers 32 consecutive float4s of the (unpermuted) tile.
+
+    Checked on the shared side where the layout is row-major: B unless step 8's permutation
+    applies (thread_n > 4), A only in step 7 (step 8 permutes A's rows).
+    """
+    n = 256
+    src = _source(step.number, n)
+    cfg = _config(step, n)
+    assert cfg.copy_rounds_outer and not schedules.get_step(6).default_config(n, n, n).copy_rounds_outer
+    ty_extent, tx_extent = cfg.thread_axes
+    ops = [("B", cfg.block_k * cfg.block_n)] if step.number == 7 or cfg.thread_n == 4 else []
+    if step.number == 7:
+        ops.append(("A", cfg.block_m * cfg.block_k))
+    assert ops
+    for op, elems in ops:
+        rounds = elems // (cfg.threads * cfg.vector)
+        copies = cp_async_copies(src, op)
+        assert copies
+        for _, _, dst_off, _ in copies:
+            assert _thread_stride(dst_off, "x") == cfg.vector, dst_off
+            assert _thread_stride(dst_off, "y") == tx_extent * cfg.vector, dst_off
+            if rounds > 1:
+                # The round loop strides by one whole block of threads x vector.
+                assert re.search(rf"\(ax0_ax1_fused_0\w* \* {cfg.threads * cfg.vector}\)", dst_off), dst_off
+
+
 @pytest.mark.parametrize("step", STEPS, ids=_step_id)
 @pytest.mark.parametrize("n", SIZES)
 def test_register_accumulator(step, n):
@@ -332,7 +437,8 @@ def test_register_accumulator(step, n):
 
 
 FRAGMENT_DECL_RE = re.compile(
-    r"^\s*(?:alignas\(\d+\)\s+)?(?P<type>float4?)\s+(?P<op>[AB])_shared_local(?:_ptr)?\s*\[(?P<n>\d+)\]\s*;", re.M
+    r"^\s*(?:alignas\(\d+\)\s+)?(?P<type>float4?)\s+(?P<op>[AB])_shared(?:_dyn)?_local(?:_ptr)?\s*\[(?P<n>\d+)\]\s*;",
+    re.M,
 )
 
 
@@ -348,15 +454,20 @@ def test_register_fragments_load_as_float4(step, n):
         return
     sizes = {m["op"]: _floats(m["type"], m["n"]) for m in FRAGMENT_DECL_RE.finditer(src)}
     assert sizes == {"A": cfg.thread_m * cfg.vector, "B": cfg.vector * cfg.thread_n}, sizes
+    dynamic = is_dynamic(src)
+    assert dynamic == (cfg.shared_scope == "shared.dyn")
     for op in ("A", "B"):
         shared_is_float4 = re.search(rf"__shared__\s+(?:alignas\(\d+\)\s+)?float4\s+{op}_shared", src)
         loads = [
             (lhs, rhs) for lhs, rhs in _statements(src)
-            if re.match(rf"(?:\*\(float\d\*\)\()?{op}_shared_local(?:_ptr)?\w*\b", lhs)
+            if re.match(rf"(?:\*\(float\d\*\)\()?{op}_shared(?:_dyn)?_local(?:_ptr)?\w*\b", lhs)
         ]
         assert loads, f"no shared->register fragment load of {op}"
         for lhs, rhs in loads:
             assert lhs.startswith("*(float4*)("), lhs
+            if dynamic:  # both operands live in the one dynamic buffer
+                assert rhs.startswith("*(float4*)(((float*)buf_dyn_shmem_ptr) + "), rhs
+                continue
             float4_read = rhs.startswith(f"*(float4*)({op}_shared") or (
                 shared_is_float4 and re.fullmatch(rf"{op}_shared(?:_ptr)?\[[^\]]+\]", rhs)
             )
@@ -537,7 +648,12 @@ def test_nvcc_compiles_without_spills(step, tmp_path):
     assert report["registers"] <= MAX_REGISTERS
     assert report["smem"] <= MAX_STATIC_SMEM
     cfg = _config(step, NVCC_SIZE)
-    if step.number >= 3:
+    if cfg.shared_scope == "shared.dyn":
+        # ptxas counts only static shared memory; the dynamic buffer is sized at launch.
+        assert 48 * 1024 < cfg.shared_bytes <= MAX_DYNAMIC_SMEM
+        assert is_dynamic(src)
+        assert report["smem"] == 0, output
+    elif step.number >= 3:
         assert report["smem_reported"], output
         assert report["smem"] == cfg.shared_bytes
     else:

@@ -1,0 +1,152 @@
+"""``--compare RESULTS``: a changed step timed now, beside its saved numbers.
+
+The proof a contributor attaches to a change: per size, GFLOPS before (from a stepN.json, or
+a results/<gpu> folder holding one), GFLOPS after (measured now, same GPU model expected),
+and their ratio. A drop of more than 15% is flagged and makes the exit code 1, as does a
+kernel that fails now; a missing or unreadable file is bad input (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cli, harness, results
+
+DROP_FLAG = 0.85  # after / before below this is flagged: beyond timing noise, a real loss
+
+
+@dataclass
+class Comparison:
+    """One size: the saved GFLOPS, the GFLOPS now, and the configs behind each."""
+
+    size: tuple[int, int, int]
+    before: float | None
+    after: float | None
+    before_config: dict | None = None
+    after_config: dict | None = None
+    error: str | None = None  # the kernel failed now
+
+    @property
+    def ratio(self) -> float | None:
+        return self.after / self.before if self.after and self.before else None
+
+    @property
+    def dropped(self) -> bool:
+        return self.ratio is not None and self.ratio < DROP_FLAG
+
+    @property
+    def bad(self) -> bool:
+        return self.dropped or self.error is not None
+
+
+def results_file(path: Path, step_number: int) -> Path:
+    """RESULTS as given: a stepN.json, or a results/<gpu> folder that holds stepN.json."""
+    path = Path(path)
+    return path / f"step{step_number}.json" if path.is_dir() else path
+
+
+def load_before(path: Path, step_number: int) -> dict:
+    """The saved results to compare against; UsageError (exit 2) when they cannot be used."""
+    file = results_file(path, step_number)
+    if not file.exists():
+        raise cli.UsageError(f"--compare: {file} does not exist")
+    try:
+        doc = results.load(file)
+    except (OSError, json.JSONDecodeError, results.ResultsError) as exc:
+        raise cli.UsageError(f"--compare: {file} is not a results file: {exc}") from None
+    if doc["step"] != step_number:
+        raise cli.UsageError(f"--compare: {file} holds step {doc['step']}'s results, not step {step_number}'s")
+    return doc
+
+
+def saved_shapes(doc: dict) -> list[tuple[int, int, int]]:
+    return [(r["M"], r["N"], r["K"]) for r in doc["results"]]
+
+
+def comparisons(doc: dict, measured: dict) -> list[Comparison]:
+    """Pair each size measured now ({size: (Measurement, config)}) with the saved row."""
+    out = []
+    for size, (m, config) in measured.items():
+        row = results.row_for(doc, *size)
+        out.append(Comparison(
+            size,
+            before=row["gflops"] if row else None,
+            after=m.gflops if m.ok else None,
+            before_config=row.get("config") if row else None,
+            after_config=config.as_dict() if hasattr(config, "as_dict") else config,
+            error=m.error,
+        ))
+    return out
+
+
+def format_comparison(step_number: int, name: str, items: list[Comparison], source: str) -> str:
+    header = f"{'size':>16}  {'before GFLOPS':>13}  {'after GFLOPS':>12}  {'after/before':>12}"
+    lines = [f"step {step_number} ({name}): before = {source}, after = measured now", header, "-" * len(header)]
+    for c in items:
+        before = f"{c.before:.0f}" if c.before else "-"
+        if c.error:
+            lines.append(f"{cli._size(c.size):>16}  {before:>13}  FAILED: {c.error}")
+            continue
+        ratio = f"{c.ratio:.3f}x" if c.ratio else "-"
+        flag = f"  DROP > {100 * (1 - DROP_FLAG):.0f}%" if c.dropped else ""
+        lines.append(f"{cli._size(c.size):>16}  {before:>13}  {c.after:>12.0f}  {ratio:>12}{flag}")
+        if c.before_config is not None and c.after_config is not None and c.before_config != c.after_config:
+            lines.append(f"{'':>16}  config before: {_config_text(c.before_config)}")
+            lines.append(f"{'':>16}  config now:    {_config_text(c.after_config)}")
+    if any(c.before is None for c in items):
+        lines.append("-: the saved results have no row for that size")
+    return "\n".join(lines)
+
+
+def warn_if_other_gpu(doc: dict, gpu_now: str | None, source: str) -> None:
+    gpu_then = doc["environment"].get("gpu")
+    if gpu_now and gpu_then and results.gpu_slug(gpu_now) != results.gpu_slug(gpu_then):
+        print(f"warning: {source} was measured on {gpu_then}, this is {gpu_now}: the ratio compares GPUs",
+              file=sys.stderr)
+
+
+def compare_step(step, args, arch: str) -> int:
+    """``python -m steps.stepN --compare RESULTS``: time the step now at the saved sizes."""
+    if args.save:
+        raise cli.UsageError("--compare does not save; run --save on its own once the change is final")
+    doc = load_before(args.compare, step.number)
+    given = args.sizes is not None or bool(args.shape)
+    shapes = cli.requested_shapes(args) if given else saved_shapes(doc)
+    configs = {size: cli._checked_config(step, *size) for size in shapes}
+    if not harness.gpu_present():
+        raise cli.UsageError("--compare needs a CUDA GPU and none was found")
+    source = str(results_file(args.compare, step.number))
+    runner = harness.KernelRunner(repeat=args.repeat, seed=args.seed)
+    measured = {}
+    try:
+        for size in shapes:
+            measured[size] = (measure_safely(runner, step, size, arch, configs[size]), configs[size])
+            print(f"  {cli._size(size)}: measured", file=sys.stderr, flush=True)
+    finally:
+        close(runner)
+    warn_if_other_gpu(doc, harness.environment().get("gpu"), source)
+    items = comparisons(doc, measured)
+    print(format_comparison(step.number, step.name, items, source))
+    return cli.EXIT_FAILED if any(c.bad for c in items) else 0
+
+
+def close(runner) -> None:
+    """Stop the runner's measurement worker process, where it has one."""
+    stop = getattr(runner, "close", None)
+    if stop is not None:
+        stop()
+
+
+def measure_safely(runner, step, size, arch, config) -> harness.Measurement:
+    """runner.measure, with anything it raises turned into a failed Measurement."""
+    try:
+        return runner.measure(step, *size, arch, config)
+    except Exception as exc:  # ConfigError at build time, or anything unforeseen
+        return harness.Measurement(*size, error=harness._one_line(exc))
+
+
+def _config_text(config: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())

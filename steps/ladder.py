@@ -1,0 +1,452 @@
+"""python -m steps: the whole ladder in one process, one combined table, saved and plotted.
+
+    python -m steps                        # on a GPU: every step at 512, 1024, 2048
+    python -m steps --steps 3-6 --save     # a range; saves results, CSV, roofs, plots, README
+    python -m steps --build-only           # anywhere: threads, shared memory, registers per step
+
+Every step is measured once per size, and its "× prior" is the step before it measured in
+the same run (a range that starts above step 1 measures that first prior too); step 1's
+prior is numpy on the host CPU. cuBLAS is timed once per size. A step that fails at one size
+is reported and the run goes on; the exit code is then 1, and ``--save`` writes nothing for
+that step. Without a GPU the ladder is built only (one note on stderr), and ``--save`` is an
+error. Bad input prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import re
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import schedules
+from schedules import ConfigError
+
+from . import cli, compare, harness, nvcc, results, roofline
+
+PROG = "python -m steps"
+
+
+# --- arguments ------------------------------------------------------------------------------
+
+
+def parse_steps(text: str) -> list:
+    """'all', '7', '3-6' or '1,4,7' (or a mix, '1,3-5') -> the registry's Steps, in order."""
+    numbers = [s.number for s in schedules.STEPS]
+    span = f"steps are {numbers[0]}-{numbers[-1]}"
+    text = text.strip().lower()
+    if text == "all":
+        return list(schedules.STEPS)
+    chosen: set[int] = set()
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not match:
+            raise argparse.ArgumentTypeError(f"cannot read {part.strip()!r}: use e.g. 3-6, 7, 1,4,7 or all")
+        low = int(match[1])
+        high = int(match[2]) if match[2] else low
+        if low > high:
+            raise argparse.ArgumentTypeError(f"range {low}-{high} runs backwards")
+        unknown = [n for n in (low, high) if n not in numbers]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown step {unknown[0]}; {span}")
+        chosen.update(range(low, high + 1))
+    return [s for s in schedules.STEPS if s.number in chosen]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = cli.parser(PROG, __doc__.strip())
+    # The step CLI's options, said for the whole ladder; --explain is per step (an error here).
+    helps = {
+        "--explain": argparse.SUPPRESS,
+        "--save": "write results/<gpu>/stepN.json (steps whose every size passed), ladder.csv, machine.json, "
+                  "the plots and the README table (needs a GPU)",
+        "--compare": "time the steps now and show each beside RESULTS/stepN.json (a results/<gpu> folder): "
+                     "before, after, ratio; a drop over 15%% exits 1 (needs a GPU)",
+    }
+    for action in p._actions:
+        for flag, text in helps.items():
+            if flag in action.option_strings:
+                action.help = text
+    p.add_argument("--steps", type=parse_steps, default="all", metavar="RANGE",
+                   help="which steps: all (default), 7, 3-6 or 1,4,7")
+    return p
+
+
+def prior_of(step):
+    """The step before `step` in the registry, or None for the first (its prior is numpy)."""
+    numbers = [s.number for s in schedules.STEPS]
+    index = numbers.index(step.number)
+    return schedules.STEPS[index - 1] if index > 0 else None
+
+
+def with_first_prior(steps: list) -> list:
+    """The steps to measure: the requested ones, and the first one's prior, so × prior is same-run."""
+    first_prior = prior_of(steps[0])
+    return ([first_prior] if first_prior is not None else []) + list(steps)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        steps = args.steps
+        shapes = cli.requested_shapes(args)
+        arch = args.arch or harness.gpu_arch() or "sm_90"
+        schedules.target(arch)  # rejects unknown arches
+        if args.explain:
+            raise cli.UsageError("--explain is per step: python -m steps.stepN --explain")
+        if args.save and args.compare is not None:
+            raise cli.UsageError("--compare does not save; run --save on its own")
+        measured_steps = steps if args.build_only else with_first_prior(steps)
+        configs = {(s.number, size): cli._checked_config(s, *size) for s in measured_steps for size in shapes}
+        if args.build_only:
+            return build_only(steps, shapes, configs, arch)
+        if not harness.gpu_present():
+            if args.save:
+                raise cli.UsageError("--save needs a CUDA GPU and none was found")
+            if args.compare is not None:
+                raise cli.UsageError("--compare needs a CUDA GPU and none was found")
+            print(f"{PROG}: no CUDA GPU found; building only (timing needs a GPU)", file=sys.stderr)
+            return build_only(steps, shapes, configs, arch)
+        before = _compare_docs(args.compare, steps) if args.compare is not None else None
+        return run(steps, shapes, configs, arch, args, before)
+    except (cli.UsageError, ConfigError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return cli.EXIT_USAGE
+
+
+# --- no GPU: the ladder's resources -------------------------------------------------------------
+
+
+@dataclass
+class Built:
+    """One step at one size, built: what the build-only summary prints."""
+
+    step: object
+    size: tuple[int, int, int]
+    config: object
+    report: object = None  # an nvcc.PtxasReport, or None without nvcc
+    error: str | None = None
+
+
+def build_all(steps, shapes, configs, arch) -> list[Built]:
+    """Build every step at every size; nvcc's resource reports run in parallel threads.
+
+    TVM's build is fast (~0.1 s a kernel) and not thread-safe to rely on, so it stays serial;
+    nvcc (~1 s a kernel) is a subprocess, so a thread pool overlaps those."""
+    built: list[Built] = []
+    pending = []
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        for step in steps:
+            for size in shapes:
+                item = Built(step, size, configs[(step.number, size)])
+                built.append(item)
+                try:
+                    lib = schedules.build(step, *size, arch=arch, config=item.config)
+                    source = schedules.cuda_source(lib)
+                except Exception as exc:
+                    item.error = f"build failed: {harness._one_line(exc)}"
+                    continue
+                if nvcc.available():
+                    pending.append((item, pool.submit(nvcc.compile_report, source, arch)))
+        for item, future in pending:
+            try:
+                item.report = future.result()
+            except Exception as exc:
+                item.error = f"nvcc failed: {harness._one_line(exc)}"
+                continue
+            if item.report is not None and not item.report.ok:
+                item.error = f"nvcc failed: {cli._last_line(item.report.log)}"
+    return built
+
+
+def format_build_summary(built: list[Built], arch: str, have_nvcc: bool) -> str:
+    steps = list(dict.fromkeys(b.step.number for b in built))
+    name_width = max([len(f"{b.step.number}. {b.step.name}") for b in built] + [4])
+    header = (f"{'step':<{name_width}}  {'size':>16}  {'threads':>7}  {'smem B':>7}  {'regs':>5}  "
+              f"{'spills':>6}  config")
+    lines = [f"ladder: {len(steps)} step{'s' if len(steps) != 1 else ''}, arch {arch}, built only (no timing)", header, "-" * len(header)]
+    last, dynamic = None, False
+    for b in built:
+        label = f"{b.step.number}. {b.step.name}" if b.step.number != last else ""
+        last = b.step.number
+        prefix = f"{label:<{name_width}}  {cli._size(b.size):>16}"
+        if b.error:
+            lines.append(f"{prefix}  FAILED: {b.error}")
+            continue
+        tiles = getattr(b.config, "shared_bytes", 0)
+        if b.report is None:
+            regs, spills, smem = "-", "-", str(tiles)
+        else:
+            regs, spills, smem = b.report.registers, b.report.spills, str(b.report.shared_bytes)
+            if tiles > b.report.shared_bytes:  # ptxas sees static shared only
+                smem, dynamic = f"{tiles} dyn", True
+        note = _padding_note(b.config, b.size)
+        lines.append(f"{prefix}  {b.config.threads:>7}  {smem:>9}  {regs!s:>5}  {spills!s:>6}  "
+                     f"{cli._config_text(b.config)}" + (f" ({note})" if note else ""))
+    if dynamic:
+        lines.append("dyn: dynamic shared memory, from the config's tiles (ptxas reports static shared only)")
+    if not have_nvcc:
+        lines.append("(nvcc not found: registers and spills not reported; smem B is the config's tiles)")
+    return "\n".join(lines)
+
+
+def _padding_note(config, size) -> str | None:
+    """What padding did for a shape the tiles do not divide (as python -m steps.stepN says)."""
+    padding = getattr(schedules, "padding", None)
+    describe = getattr(padding, "describe", None)
+    return describe(config, *size) if describe else None
+
+
+def build_only(steps, shapes, configs, arch) -> int:
+    started = time.monotonic()
+    built = build_all(steps, shapes, configs, arch)
+    print(format_build_summary(built, arch, nvcc.available()))
+    print(f"built {len(built)} kernels in {time.monotonic() - started:.1f} s")
+    return cli.EXIT_FAILED if any(b.error for b in built) else 0
+
+
+# --- GPU: measure the ladder ------------------------------------------------------------------
+
+
+class Progress:
+    """One stderr line per finished item: running count, seconds since the start, the outcome."""
+
+    def __init__(self, total: int, stream=None, clock=time.monotonic):
+        self.total, self.done = total, 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.clock = clock
+        self.started = clock()
+
+    def report(self, what: str, outcome: str) -> None:
+        self.done += 1
+        width = len(str(self.total))
+        print(f"[{self.done:>{width}}/{self.total}] {self.clock() - self.started:6.1f} s  {what}: {outcome}",
+              file=self.stream, flush=True)
+
+
+def _outcome(m: harness.Measurement) -> str:
+    if m.ok:
+        return f"{m.gflops:.0f} GFLOPS"
+    return f"FAILED ({m.error})"
+
+
+def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None = None):
+    """Time cuBLAS, then each step (and the first step's prior) once per size, in this process.
+
+    Returns (rows, cublas): rows maps (step number, size) to a cli.Row whose prior is the
+    step before it measured here (numpy for the first step); cublas maps size to GFLOPS."""
+    measured_steps = with_first_prior(steps)
+    with_cublas = harness.cublas_available()
+    needs_numpy = prior_of(steps[0]) is None  # the first step's prior is numpy on the CPU
+    total = len(shapes) * (len(measured_steps) + int(with_cublas) + int(needs_numpy))
+    progress = progress or Progress(total)
+    runner = harness.KernelRunner(repeat=args.repeat, seed=args.seed)
+
+    cublas: dict = {}
+    for size in shapes if with_cublas else ():
+        try:
+            timing, err = harness.time_cublas(*size, repeat=args.repeat, seed=args.seed)
+            if err <= harness.TOLERANCE:
+                cublas[size] = timing.gflops(*size)
+                progress.report(f"cuBLAS {cli._size(size)}", f"{cublas[size]:.0f} GFLOPS")
+            else:
+                progress.report(f"cuBLAS {cli._size(size)}", f"wrong result (relative error {err:.3g}), not used")
+        except Exception as exc:
+            progress.report(f"cuBLAS {cli._size(size)}", f"FAILED ({harness._one_line(exc)})")
+
+    numpy_gflops: dict = {}
+    for size in shapes if needs_numpy else ():
+        numpy_gflops[size] = harness.time_numpy(*size, seed=args.seed).gflops(*size)
+        progress.report(f"numpy (CPU) {cli._size(size)}", f"{numpy_gflops[size]:.0f} GFLOPS")
+
+    measurements: dict = {}
+    try:
+        for step in measured_steps:
+            for size in shapes:
+                m = compare.measure_safely(runner, step, size, arch, configs[(step.number, size)])
+                measurements[(step.number, size)] = m
+                progress.report(f"step {step.number} {cli._size(size)}", _outcome(m))
+    finally:
+        compare.close(runner)
+
+    rows: dict = {}
+    for step in steps:
+        prior = prior_of(step)
+        for size in shapes:
+            row = cli.Row(size, measurements[(step.number, size)], configs[(step.number, size)],
+                          f"step {prior.number}" if prior else "numpy (CPU)")
+            if prior is None:
+                row.prior_gflops = numpy_gflops.get(size)
+            else:
+                p = measurements[(prior.number, size)]
+                row.prior_gflops = p.gflops if p.ok else None
+            row.cublas_gflops = cublas.get(size)
+            rows[(step.number, size)] = row
+    return rows, cublas
+
+
+def format_ladder_table(steps, shapes, rows: dict, cublas: dict) -> str:
+    """One row per step; per size GFLOPS, × prior, % cuBLAS; a cuBLAS row when it was timed."""
+    name_width = max([len(f"{s.number}. {s.name}") for s in steps] + [len("cuBLAS (TF32 off)")])
+    cell = 26  # GFLOPS (8) + x prior (8) + % cuBLAS (8) + 2 spaces
+    top = f"{'':<{name_width}}" + "".join(f"  {cli._size(size):^{cell}}" for size in shapes)
+    sub = f"{'step':<{name_width}}" + f"  {'GFLOPS':>8}  {'x prior':>7}  {'% cuBLAS':>7}" * len(shapes)
+    lines = [top, sub, "-" * len(sub)]
+    for step in steps:
+        cells = []
+        for size in shapes:
+            r = rows[(step.number, size)]
+            m = r.measurement
+            if not m.ok:
+                cells.append(f"  {'FAILED':>{cell}}")
+                continue
+            speed = f"{r.speedup:.2f}x" if r.speedup else "-"
+            pct = f"{r.pct_cublas:.0f}%" if r.pct_cublas else "-"
+            cells.append(f"  {m.gflops:>8.0f}  {speed:>7}  {pct:>7}")
+        lines.append(f"{f'{step.number}. {step.name}':<{name_width}}" + "".join(cells))
+    if cublas:
+        cells = "".join(f"  {cublas[s]:>8.0f}  {'':>7}  {'100%':>7}" if s in cublas else f"  {'-':>8}{'':>18}"
+                        for s in shapes)
+        lines.append(f"{'cuBLAS (TF32 off)':<{name_width}}" + cells)
+    first = rows[(steps[0].number, shapes[0])]
+    lines.append(f"x prior: against the step before, measured in this run (step {steps[0].number}'s: "
+                 f"{first.prior_name}); GFLOPS = 2*M*N*K / median time")
+    return "\n".join(lines)
+
+
+def run(steps, shapes, configs, arch, args, before: dict | None = None) -> int:
+    env = harness.environment()
+    print(f"{PROG}: steps {', '.join(str(s.number) for s in steps)} at {', '.join(map(cli._size, shapes))}; "
+          f"{env.get('gpu')} ({env.get('sm_count')} SMs, driver {env.get('driver')}), TVM {env['tvm_version']}, "
+          f"arch {arch}, median of {args.repeat} CUDA-event samples")
+    started = time.monotonic()
+    rows, cublas = measure_ladder(steps, shapes, configs, arch, args)
+    print(format_ladder_table(steps, shapes, rows, cublas))
+    failed = [r for r in rows.values() if not r.measurement.ok]
+    for (number, size), r in rows.items():
+        if not r.measurement.ok:
+            print(f"FAILED step {number} {cli._size(size)}: {r.measurement.error}", file=sys.stderr)
+    dropped = False
+    if before is not None:
+        dropped = print_comparisons(steps, shapes, rows, before)
+    if args.save:
+        save(steps, shapes, rows, args, arch)
+    print(f"ladder measured in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return cli.EXIT_FAILED if failed or dropped else 0
+
+
+# --- --compare for the whole ladder -----------------------------------------------------------
+
+
+def _compare_docs(path: Path, steps) -> dict:
+    """--compare DIR for the ladder: the saved stepN.json of each requested step found there."""
+    path = Path(path)
+    if not path.is_dir():
+        raise cli.UsageError(f"--compare: {path} is not a results folder (for one file use python -m steps.stepN)")
+    docs = {s.number: compare.load_before(path, s.number) for s in steps if (path / f"step{s.number}.json").exists()}
+    if not docs:
+        raise cli.UsageError(f"--compare: {path} holds no stepN.json for steps {', '.join(str(s.number) for s in steps)}")
+    return docs
+
+
+def print_comparisons(steps, shapes, rows, before: dict) -> bool:
+    """Before/after per step found in `before`; True when any size dropped or failed."""
+    bad = False
+    for step in steps:
+        doc = before.get(step.number)
+        if doc is None:
+            print(f"\nstep {step.number}: no saved results to compare with")
+            continue
+        measured = {size: (rows[(step.number, size)].measurement, rows[(step.number, size)].config)
+                    for size in shapes}
+        items = compare.comparisons(doc, measured)
+        print()
+        print(compare.format_comparison(step.number, step.name, items, f"saved step{step.number}.json"))
+        bad = bad or any(c.bad for c in items)
+    return bad
+
+
+# --- --save: step files, ladder.csv, machine.json, plots, README table -------------------------
+
+
+CSV_FIELDS = ("gpu", "step", "name", "M", "N", "K", "gflops", "median_ms", "min_ms", "max_ms",
+              "speedup_vs_prior", "prior", "cublas_gflops", "pct_cublas", "rel_err", "global_bytes",
+              "intensity_flop_per_byte", "expected_regression", "config", "date")
+
+
+def ladder_csv(gpu_dir: Path) -> str:
+    """Every saved step × size in one CSV: the flat view of results/<gpu>/stepN.json."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for doc in results.load_gpu_dir(gpu_dir):
+        module = _module_of(doc["step"])
+        for r in doc["results"]:
+            M, N, K = r["M"], r["N"], r["K"]
+            nbytes = roofline.global_bytes(M, N, K, r["config"], module)
+            writer.writerow({
+                "gpu": doc["environment"]["gpu"], "step": doc["step"], "name": doc["name"],
+                "M": M, "N": N, "K": K, "gflops": _num(r["gflops"]), "median_ms": _num(r["median_ms"]),
+                "min_ms": _num(r["min_ms"]), "max_ms": _num(r["max_ms"]),
+                "speedup_vs_prior": _num(r["speedup_vs_prior"]), "prior": r["prior"]["name"],
+                "cublas_gflops": _num(r["cublas_gflops"]), "pct_cublas": _num(r["pct_cublas"]),
+                "rel_err": _num(r["rel_err"]), "global_bytes": nbytes,
+                "intensity_flop_per_byte": _num(harness.flops(M, N, K) / nbytes),
+                "expected_regression": results.expected_regression(doc, M, N, K, module) or "",
+                "config": " ".join(f"{k}={v}" for k, v in r["config"].items()),
+                "date": doc["environment"]["date"],
+            })
+    return out.getvalue()
+
+
+def _module_of(number: int):
+    try:
+        return schedules.get_step(number).module
+    except ConfigError:
+        return None
+
+
+def _num(value) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def save(steps, shapes, rows, args, arch) -> None:
+    """Write what passed, atomically; then the CSV, the measured roofs, plots and README table."""
+    from . import plot, table
+
+    env = harness.environment()  # now that the GPU is warm: clocks under load
+    gpu_dir = Path(args.results_dir) / results.gpu_slug(env["gpu"])
+    for step in steps:
+        step_rows = [rows[(step.number, size)] for size in shapes]
+        if not all(r.measurement.ok for r in step_rows):
+            print(f"step {step.number} not saved: some sizes failed", file=sys.stderr)
+            continue
+        path = results.step_path(args.results_dir, env["gpu"], step.number)
+        results.write_atomic(path, cli.document(step, step_rows, env, args.repeat))
+        print(f"saved {path}")
+    try:
+        bandwidth = roofline.measure_bandwidth(arch)
+        print(f"global-memory bandwidth: {bandwidth['bandwidth_gbs']:.0f} GB/s ({bandwidth['method']})",
+              file=sys.stderr)
+        machine = roofline.machine_doc(env, bandwidth)
+        results.write_json_atomic(gpu_dir / "machine.json", machine)
+        print(f"saved {gpu_dir / 'machine.json'}")
+    except Exception as exc:  # the roofline plot is then skipped; the step files stand
+        print(f"machine.json not saved: bandwidth measurement failed: {harness._one_line(exc)}", file=sys.stderr)
+    if not results.load_gpu_dir(gpu_dir):
+        return
+    results.write_text_atomic(gpu_dir / "ladder.csv", ladder_csv(gpu_dir))
+    print(f"saved {gpu_dir / 'ladder.csv'}")
+    try:  # the measurements are saved by now; a plotting problem must not hide that
+        for line in plot.render_gpu_dir(gpu_dir):
+            print(line)
+    except Exception as exc:
+        print(f"plots not rendered: {harness._one_line(exc)} (retry: python -m steps.plot)", file=sys.stderr)
+    if Path(args.results_dir).resolve() == results.RESULTS_DIR.resolve():
+        print("README.md table updated" if table.update_readme() else "README.md table already up to date")

@@ -1,0 +1,313 @@
+"""python -m steps.plot: the ladder's plots, rendered headless from saved results.
+
+    python -m steps.plot                       # every GPU folder under results/
+    python -m steps.plot --gpu nvidia-h200     # one folder
+
+Four PNGs land beside the results they come from, in results/<gpu-slug>/:
+- gflops.png      throughput per step per size, cuBLAS as a dashed line per size;
+- speedup.png     each step over the step before it, per size (log scale; expected
+                  regressions hatched, their reason is in stepN.json);
+- pct_cublas.png  each step as a percentage of cuBLAS strict-fp32 SGEMM;
+- roofline.png    each step at its arithmetic intensity (from the global-memory bytes its
+                  schedule moves, steps/roofline.py) under the measured roofs in machine.json.
+A plot whose data is missing (no cuBLAS column, no machine.json) is skipped with a note.
+Matplotlib's Agg canvas, no pyplot: nothing needs a display.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import textwrap
+from pathlib import Path
+
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+from . import results, roofline
+
+PLOTS = ("gflops.png", "speedup.png", "pct_cublas.png", "roofline.png")
+FIGSIZE = (10, 5.6)  # inches; at DPI 120 a 1200 px image, legible when shown 800 px wide
+DPI = 120
+STYLE = {"font.size": 12, "axes.titlesize": 14, "axes.labelsize": 12, "legend.fontsize": 11,
+         "xtick.labelsize": 10.5, "ytick.labelsize": 11}
+SIZE_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860")
+STEP_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+
+
+# --- data -----------------------------------------------------------------------------------
+
+
+def sizes_of(docs: list[dict]) -> list[tuple[int, int, int]]:
+    return sorted({(r["M"], r["N"], r["K"]) for d in docs for r in d["results"]}, key=lambda s: (s[0] * s[1] * s[2], s))
+
+
+def size_label(size) -> str:
+    M, N, K = size
+    return f"{M}³" if M == N == K else f"{M}×{N}×{K}"
+
+
+def step_label(doc: dict, width: int = 11) -> str:
+    return f"{doc['step']}\n" + "\n".join(textwrap.wrap(doc["name"], width))
+
+
+def gpu_name(docs: list[dict]) -> str:
+    return docs[-1]["environment"].get("gpu", "unknown GPU")
+
+
+def _value(doc: dict, size, key: str):
+    row = results.row_for(doc, *size)
+    return row.get(key) if row else None
+
+
+def load_machine(gpu_dir: Path) -> dict | None:
+    """machine.json (the measured roofs), or None when absent or unusable."""
+    path = Path(gpu_dir) / "machine.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not (_positive(doc.get("bandwidth_gbs")) and _positive(doc.get("fp32_peak_gflops"))):
+        return None
+    return doc
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and value > 0
+
+
+# --- drawing --------------------------------------------------------------------------------
+
+
+def _figure():
+    fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _grouped_bars(ax, docs, sizes, key, hatch_for=None):
+    """Bars per step (x), one per size; returns the bar containers by size."""
+    group = 0.8
+    width = group / len(sizes)
+    xs = range(len(docs))
+    for i, size in enumerate(sizes):
+        offset = -group / 2 + width * (i + 0.5)
+        values = [_value(d, size, key) or 0 for d in docs]
+        bars = ax.bar([x + offset for x in xs], values, width, label=size_label(size),
+                      color=SIZE_COLORS[i % len(SIZE_COLORS)], edgecolor="white", linewidth=0.5)
+        if hatch_for is not None:
+            for bar, d in zip(bars, docs):
+                if hatch_for(d, size):
+                    bar.set_hatch("///")
+                    bar.set_edgecolor("black")
+    ax.set_xticks(list(xs), [step_label(d) for d in docs])
+    ax.set_xlim(-0.6, len(docs) - 0.4)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def plot_gflops(docs, path: Path) -> str:
+    sizes = sizes_of(docs)
+    fig, ax = _figure()
+    tflops_docs = [{**d, "results": [{**r, "tflops": r["gflops"] / 1000} for r in d["results"]]} for d in docs]
+    _grouped_bars(ax, tflops_docs, sizes, "tflops")
+    for i, size in enumerate(sizes):
+        cublas = next((_value(d, size, "cublas_gflops") for d in docs if _value(d, size, "cublas_gflops")), None)
+        if cublas:
+            ax.axhline(cublas / 1000, color=SIZE_COLORS[i % len(SIZE_COLORS)], linestyle="--", linewidth=1.5,
+                       label=f"cuBLAS {size_label(size)}")
+    tops = [r["gflops"] for d in docs for r in d["results"]] + [r.get("cublas_gflops") or 0 for d in docs for r in d["results"]]
+    ax.set_ylim(0, max(tops) / 1000 * 1.3)  # headroom for the legend above the tallest bar or line
+    ax.set_xlabel("step")
+    ax.set_ylabel("TFLOPS (10¹² FLOP/s, median)")
+    square = all(s[0] == s[1] == s[2] for s in sizes)
+    ax.set_title(f"{gpu_name(docs)}: fp32 matmul throughput per step" + (" (M = N = K)" if square else ""))
+    ax.legend(ncols=2, loc="upper left", title="size")
+    fig.savefig(path)
+    return f"wrote {path}"
+
+
+def plot_speedup(docs, path: Path) -> str:
+    stepped = [d for d in docs if any(str(r["prior"]["name"]).startswith("step") for r in d["results"])]
+    if not stepped:
+        return f"skipped {path.name}: no step has a prior step in these results"
+    sizes = sizes_of(stepped)
+    fig, ax = _figure()
+
+    def expected(doc, size):
+        return results.expected_regression(doc, *size, module=_module_of(doc["step"])) is not None
+
+    _grouped_bars(ax, stepped, sizes, "speedup_vs_prior", hatch_for=expected)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+    ax.axhline(1.0, color="black", linewidth=1)
+    values = [v for d in stepped for s in sizes if (v := _value(d, s, "speedup_vs_prior"))]
+    if values:
+        ax.set_ylim(min(values + [1.0]) / 1.8, max(values + [1.0]) * 2.2)
+    group = 0.8 / len(sizes)
+    crowded = len(stepped) * len(sizes) > 18
+    for x, d in enumerate(stepped):
+        for i, size in enumerate(sizes):
+            v = _value(d, size, "speedup_vs_prior")
+            if v:
+                ax.annotate(_times(v), (x - 0.4 + group * (i + 0.5), v), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=8.5, rotation=90 if crowded else 0)
+    handles, labels = ax.get_legend_handles_labels()
+    if any(expected(d, s) for d in stepped for s in sizes):
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///"))
+        labels.append("expected regression")
+    ax.legend(handles, labels, loc="upper left", title="size")
+    ax.set_xlabel("step")
+    ax.set_ylabel("× the step before (log scale)")
+    ax.set_title(f"{gpu_name(docs)}: speedup of each step over the one before, same run")
+    fig.savefig(path)
+    return f"wrote {path}"
+
+
+def _times(value: float) -> str:
+    """A speedup in at most five characters: 0.07×, 1.03×, 29×."""
+    return f"{value:.0f}×" if value >= 10 else f"{value:.2f}×"
+
+
+def plot_pct_cublas(docs, path: Path) -> str:
+    if not any(_value(d, s, "pct_cublas") for d in docs for s in sizes_of(docs)):
+        return f"skipped {path.name}: no cuBLAS numbers in these results (install CuPy: pip install -e \".[cublas]\")"
+    sizes = sizes_of(docs)
+    fig, ax = _figure()
+    _grouped_bars(ax, docs, sizes, "pct_cublas")
+    ax.axhline(100, color="black", linestyle="--", linewidth=1.2, label="cuBLAS = 100%")
+    ax.set_xlabel("step")
+    ax.set_ylabel("% of cuBLAS SGEMM (TF32 off)")
+    ax.set_title(f"{gpu_name(docs)}: each step as a share of cuBLAS strict fp32")
+    ax.legend(loc="upper left", title="size")
+    fig.savefig(path)
+    return f"wrote {path}"
+
+
+def plot_roofline(docs, machine: dict | None, path: Path) -> str:
+    if machine is None:
+        return (f"skipped {path.name}: no usable machine.json beside the results "
+                "(python -m steps --save measures bandwidth and FP32 peak)")
+    bandwidth, peak = machine["bandwidth_gbs"], machine["fp32_peak_gflops"]
+    sizes = sizes_of(docs)
+    points = []  # (step doc, size index, intensity, TFLOPS)
+    for d in docs:
+        module = _module_of(d["step"])
+        for r in d["results"]:
+            size = (r["M"], r["N"], r["K"])
+            points.append((d, sizes.index(size), roofline.intensity(*size, r["config"], module), r["gflops"] / 1000))
+    ridge = peak / bandwidth
+    lo = min([p[2] for p in points] + [ridge]) / 3
+    hi = max([p[2] for p in points] + [ridge]) * 4
+    fig, ax = _figure()
+    fig.get_layout_engine().set(rect=(0, 0.05, 1, 0.95))  # room for the note under the axes
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [min(peak, bandwidth * x) / 1000 for x in xs], color="black", linewidth=2)
+    step_numbers = [d["step"] for d in docs]
+    colors = _step_colors(len(step_numbers))
+    for d, size_index, x, y in points:
+        ax.scatter(x, y, s=80, color=colors[step_numbers.index(d["step"])],
+                   marker=STEP_MARKERS[size_index % len(STEP_MARKERS)], edgecolor="black", linewidth=0.6, zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(min([p[3] for p in points] + [bandwidth * lo / 1000]) / 2.5, peak / 1000 * 2.5)
+    ax.grid(which="both", alpha=0.25)
+    step_handles = [ax.scatter([], [], color=colors[i], marker="o", edgecolor="black", linewidth=0.6,
+                               label=f"{d['step']}. {d['name']}") for i, d in enumerate(docs)]
+    size_handles = [ax.scatter([], [], color="lightgray", edgecolor="black", marker=STEP_MARKERS[i % len(STEP_MARKERS)],
+                               label=size_label(s)) for i, s in enumerate(sizes)]
+    size_legend = ax.legend(handles=size_handles, loc="upper left", title="size", fontsize=10)
+    ax.add_artist(size_legend)
+    fig.legend(handles=step_handles, loc="outside right upper", title="step", fontsize=10)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of global memory the schedule moves)")
+    ax.set_ylabel("TFLOPS (10¹² FLOP/s, median)")
+    ax.set_title(f"{gpu_name(docs)}: roofline of the ladder")
+    ax.text(hi / 1.15, peak / 1000 * 1.1, f"FP32 peak {peak / 1000:.1f} TFLOPS (measured clock)",
+            ha="right", va="bottom", fontsize=10.5)
+    fig.draw_without_rendering()  # lay out first: the slope's angle on screen depends on it
+    x0 = lo * 1.15
+    x1 = x0 * 3
+    (px0, py0), (px1, py1) = ax.transData.transform([(x0, bandwidth * x0 / 1000), (x1, bandwidth * x1 / 1000)])
+    angle = math.degrees(math.atan2(py1 - py0, px1 - px0))
+    ax.text(x0, bandwidth * x0 / 1000 * 1.3, f"global memory {bandwidth / 1000:.2f} TB/s (measured)",
+            rotation=angle, rotation_mode="anchor", ha="left", va="bottom", fontsize=10.5)
+    fig.text(0.01, 0.01, "Bytes counted from each step's tiles; L1/L2 hits are not subtracted, "
+             "so a point above the memory roof gets part of its reuse from the caches.", fontsize=9.5, color="dimgray")
+    fig.savefig(path)
+    return f"wrote {path}"
+
+
+def _step_colors(n: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _module_of(number: int):
+    import schedules
+
+    try:
+        return schedules.get_step(number).module
+    except schedules.ConfigError:
+        return None
+
+
+# --- entry points -----------------------------------------------------------------------------
+
+
+def render_gpu_dir(gpu_dir: Path) -> list[str]:
+    """Render the four plots into gpu_dir from its stepN.json (and machine.json); one line each."""
+    gpu_dir = Path(gpu_dir)
+    docs = results.load_gpu_dir(gpu_dir)
+    if not docs:
+        return [f"no stepN.json in {gpu_dir}: nothing to plot"]
+    with rc_context(STYLE):
+        return [
+            plot_gflops(docs, gpu_dir / "gflops.png"),
+            plot_speedup(docs, gpu_dir / "speedup.png"),
+            plot_pct_cublas(docs, gpu_dir / "pct_cublas.png"),
+            plot_roofline(docs, load_machine(gpu_dir), gpu_dir / "roofline.png"),
+        ]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m steps.plot", description=__doc__.splitlines()[0])
+    p.add_argument("--gpu", default=None, metavar="SLUG", help="one results/<SLUG> folder (default: every one)")
+    p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help="where the GPU folders are")
+    p.error = lambda message: _usage(message)  # one line, exit 2
+    try:
+        args = p.parse_args(argv)
+        if args.gpu is not None:
+            folders = [args.results_dir / args.gpu]
+            if not folders[0].is_dir():
+                raise _UsageError(f"no results folder {folders[0]}")
+        else:
+            folders = sorted(d for d in Path(args.results_dir).glob("*") if d.is_dir() and results.load_gpu_dir(d))
+            if not folders:
+                raise _UsageError(f"no results under {args.results_dir}: run python -m steps --save on a GPU")
+        for folder in folders:
+            for line in render_gpu_dir(folder):
+                print(line)
+    except (_UsageError, ValueError, OSError) as exc:  # ResultsError, bad JSON, unreadable
+        print(f"python -m steps.plot: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _usage(message: str):
+    raise _UsageError(message)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The plots render headless from a small fixture; missing data skips a plot with a note.
+Also the roofline model's byte counts and peaks, which the roofline plot stands on."""
+
+import json
+import struct
+
+import pytest
+
+import schedules
+from steps import plot, results, roofline, table
+
+from .test_results import _doc
+
+GPU = "NVIDIA Fake G100"
+SIZES = (256, 512)
+
+
+def _write_fixture(root, cublas=True, machine=True, steps=(1, 2, 3, 4)):
+    """results/<gpu>/stepN.json for a few steps and sizes, and machine.json."""
+    gpu_dir = root / results.gpu_slug(GPU)
+    for n in steps:
+        step = schedules.get_step(n)
+        rows = []
+        for size in SIZES:
+            gflops = 1000.0 * n * size / 256
+            rows.append({
+                **_doc()["results"][0],
+                "M": size, "N": size, "K": size, "config": step.default_config(size, size, size).as_dict(),
+                "gflops": gflops,
+                "prior": {"name": f"step {n - 1}" if n > 1 else "numpy (CPU)", "gflops": 500.0},
+                "speedup_vs_prior": gflops / 500.0,
+                "cublas_gflops": 9000.0 if cublas else None,
+                "pct_cublas": 100 * gflops / 9000.0 if cublas else None,
+            })
+        doc = _doc(step=n, name=step.name, results=rows,
+                   environment={"gpu": GPU, "date": "2026-12-01T00:00:00+00:00"},
+                   expected_regression=results.expected_regressions(step.module))
+        results.write_atomic(gpu_dir / f"step{n}.json", doc)
+    if machine:
+        (gpu_dir / "machine.json").write_text(json.dumps({"gpu": GPU, "bandwidth_gbs": 3000.0,
+                                                          "fp32_peak_gflops": 40000.0}))
+    return gpu_dir
+
+
+def _png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path.name} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_four_plots_from_a_fixture(tmp_path):
+    gpu_dir = _write_fixture(tmp_path)
+    lines = plot.render_gpu_dir(gpu_dir)
+    assert lines == [f"wrote {gpu_dir / name}" for name in plot.PLOTS]
+    for name in plot.PLOTS:
+        width, height = _png_size(gpu_dir / name)
+        assert 800 <= width <= 2000 and 400 <= height <= 1200, (name, width, height)
+        assert (gpu_dir / name).stat().st_size > 20_000  # drawn, not blank
+    assert not list(gpu_dir.glob(".*.tmp"))
+
+
+def test_missing_cublas_and_machine_are_skipped_with_a_note(tmp_path):
+    gpu_dir = _write_fixture(tmp_path, cublas=False, machine=False)
+    lines = plot.render_gpu_dir(gpu_dir)
+    assert lines[0] == f"wrote {gpu_dir / 'gflops.png'}" and lines[1] == f"wrote {gpu_dir / 'speedup.png'}"
+    assert lines[2].startswith("skipped pct_cublas.png: no cuBLAS numbers")
+    assert lines[3].startswith("skipped roofline.png: no usable machine.json")
+    assert sorted(p.name for p in gpu_dir.glob("*.png")) == ["gflops.png", "speedup.png"]
+
+
+def test_plot_cli(tmp_path, capsys):
+    _write_fixture(tmp_path, steps=(2, 3), machine=False)
+    assert plot.main(["--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("wrote ") == 3 and "skipped roofline.png" in out
+    assert plot.main(["--results-dir", str(tmp_path), "--gpu", "no-such-gpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("python -m steps.plot: error: no results folder")
+    assert plot.main(["--results-dir", str(tmp_path / "empty")]) == 2
+    assert plot.main(["--bogus"]) == 2
+    assert "unrecognized" in capsys.readouterr().err
+
+
+def test_readme_links_only_the_plots_present(tmp_path):
+    gpu_dir = _write_fixture(tmp_path, steps=(1, 2), cublas=False, machine=False)
+    plot.render_gpu_dir(gpu_dir)
+    text = table.render(tmp_path)
+    assert f"]({(gpu_dir / 'gflops.png').as_posix()})" in text and "speedup.png" in text
+    assert "pct_cublas.png" not in text and "roofline.png" not in text
+
+
+# --- the roofline model ------------------------------------------------------------------------
+
+
+def test_global_bytes_per_schedule_kind():
+    M = N = K = 1024
+    # step 1: a row of A and a column of B per element of C, plus C once
+    assert roofline.global_bytes(M, N, K, {"block_m": 8, "block_n": 32}) == 4 * (2 * M * N * K + M * N)
+    # step 2: thread_m rows of A and thread_n columns of B per thread, over K
+    regs = {"block_m": 64, "block_n": 64, "thread_m": 8, "thread_n": 4}
+    threads = (M // 8) * (N // 4)
+    assert roofline.global_bytes(M, N, K, regs) == 4 * (threads * 12 * K + M * N)
+    # shared tiles: A once per block column, B once per block row, C once
+    shared = {**regs, "block_n": 128, "block_k": 16}
+    assert roofline.global_bytes(M, N, K, shared) == 4 * (M * K * (N // 128) + K * N * (M // 64) + M * N)
+    # sizes that the tile does not divide round up, as padded blocks still load whole tiles
+    assert roofline.global_bytes(100, 100, 8, {"block_m": 64, "block_n": 64, "block_k": 8}) == \
+        4 * (100 * 8 * 2 + 8 * 100 * 2 + 100 * 100)
+    assert roofline.intensity(M, N, K, {"block_m": 8, "block_n": 32}) == pytest.approx(0.25, rel=1e-3)
+
+
+def test_a_step_module_may_count_its_own_bytes():
+    class Module:
+        @staticmethod
+        def global_bytes(M, N, K, config):
+            return 123
+
+    assert roofline.global_bytes(64, 64, 64, {"block_k": 8}, Module) == 123
+
+
+def test_fp32_peak():
+    assert roofline.fp32_peak_gflops(132, 1980, "9.0") == pytest.approx(66908.16)  # H200
+    assert roofline.fp32_peak_gflops(108, 1410, "8.0") == pytest.approx(19491.84)  # A100: 64 lanes per SM
+    doc = roofline.machine_doc({"gpu": "G", "sm_count": 132, "compute_capability": "9.0", "sm_clock_mhz": "1980"},
+                               {"bandwidth_gbs": 4000.0, "method": "m", "median_ms": 1, "min_ms": 1, "max_ms": 1})
+    assert doc["fp32_peak_gflops"] == pytest.approx(66908.16) and "under load" in doc["fp32_peak_method"]
+    no_clock = roofline.machine_doc({"sm_count": 132, "compute_capability": "9.0"},
+                                    {"bandwidth_gbs": 4000.0, "method": "m", "median_ms": 1, "min_ms": 1, "max_ms": 1})
+    assert no_clock["fp32_peak_gflops"] is None
+
+
+def test_bandwidth_copy_kernel_builds_with_float4():
+    lib = roofline.build_copy(roofline.COPY_THREADS * roofline.COPY_VECTOR * 64, "sm_90")
+    source = schedules.cuda_source(lib)
+    assert "float4" in source and "__launch_bounds__(256)" in source
