@@ -39,7 +39,7 @@ from . import cli, harness, results
 STAGES = (
     ("tile", {"block_m": (32, 64, 128, 256), "block_n": (32, 64, 128, 256),
               "thread_m": (4, 8), "thread_n": (4, 8)}),
-    ("pipeline", {"block_k": (8, 16, 32), "stages": (2, 3, 4)}),
+    ("pipeline", {"block_k": (8, 16, 32, 64), "stages": (2, 3, 4)}),
     ("details", {"pad_a": (0, 4), "warp_m": (2, 4, 8), "raster": (1, 8), "unroll_k": (0, 1)}),
 )
 THREADS = (64, 128, 256, 512)  # fewer starve the SM of warps; more leave < 64 registers each
