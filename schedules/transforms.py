@@ -73,11 +73,8 @@ def tile_registers(
     block_i, thread_i, micro_i = sch.split(i, [None, block_m // thread_m, thread_m])
     block_j, thread_j, micro_j = sch.split(j, [None, block_n // thread_n, thread_n])
     sch.reorder(block_i, block_j, thread_i, thread_j, k, micro_i, micro_j)
-    if warp_m is None and raster == 1:
-        bind_grid(sch, block_i, block_j, thread_i, thread_j)
-    else:
-        thread_i, thread_j = map_warps(sch, thread_i, thread_j, warp_m)
-        block_i, block_j = rasterize(sch, block_i, block_j, raster)
+    thread_i, thread_j = map_warps(sch, thread_i, thread_j, warp_m)
+    block_i, block_j = rasterize(sch, block_i, block_j, raster)
     sch.unroll(micro_i)
     sch.unroll(micro_j)
     return Tiles(block, block_i, block_j, thread_i, thread_j, k_outer=k,

@@ -150,10 +150,13 @@ class KernelRunner:
     def check(self, func, M: int, N: int, K: int) -> float:
         """Relative error of one run on fresh random inputs, output pre-poisoned with NaN."""
         a, b = random_operands(M, N, K, self.rng)
-        c = self._tensor(np.full((M, N), np.nan, dtype=np.float32))
-        func(self._tensor(a), self._tensor(b), c)
+        return self.verify(func, self._tensor(a), self._tensor(b), a.astype(np.float64) @ b.astype(np.float64))
+
+    def verify(self, func, a, b, ref: np.ndarray) -> float:
+        """Run func(a, b, C) on device inputs with C poisoned with NaN; relative error vs ref."""
+        c = self._tensor(np.full(ref.shape, np.nan, dtype=np.float32))
+        func(a, b, c)
         self.dev.sync()
-        ref = a.astype(np.float64) @ b.astype(np.float64)
         return relative_error(c.numpy(), ref)
 
     def time(self, lib, M: int, N: int, K: int) -> Timing:

@@ -186,7 +186,7 @@ def format_build_summary(built: list[Built], arch: str, have_nvcc: bool) -> str:
             regs, spills, smem = b.report.registers, b.report.spills, str(b.report.shared_bytes)
             if tiles > b.report.shared_bytes:  # ptxas sees static shared only
                 smem, dynamic = f"{tiles} dyn", True
-        note = _padding_note(b.config, b.size)
+        note = schedules.padding.describe(b.config, *b.size)
         lines.append(f"{prefix}  {b.config.threads:>7}  {smem:>9}  {regs!s:>5}  {spills!s:>6}  "
                      f"{cli._config_text(b.config)}" + (f" ({note})" if note else ""))
     if dynamic:
@@ -194,13 +194,6 @@ def format_build_summary(built: list[Built], arch: str, have_nvcc: bool) -> str:
     if not have_nvcc:
         lines.append("(nvcc not found: registers and spills not reported; smem B is the config's tiles)")
     return "\n".join(lines)
-
-
-def _padding_note(config, size) -> str | None:
-    """What padding did for a shape the tiles do not divide (as python -m steps.stepN says)."""
-    padding = getattr(schedules, "padding", None)
-    describe = getattr(padding, "describe", None)
-    return describe(config, *size) if describe else None
 
 
 def build_only(steps, shapes, configs, arch) -> int:

@@ -19,7 +19,6 @@ a worker whose CUDA context a fault has poisoned exits and is replaced.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as futures
 import dataclasses
 import itertools
@@ -111,15 +110,10 @@ def _check(runner, func, size) -> float:
     once per size (the reference at 2048 costs more host time than the kernel)."""
     import numpy as np
 
-    M, N, K = size
     if size not in _operands:
-        a, b = harness.random_operands(M, N, K, np.random.default_rng())
+        a, b = harness.random_operands(*size, np.random.default_rng())
         _operands[size] = (runner._tensor(a), runner._tensor(b), a.astype(np.float64) @ b.astype(np.float64))
-    a, b, ref = _operands[size]
-    c = runner._tensor(np.full((M, N), np.nan, dtype=np.float32))
-    func(a, b, c)
-    runner.dev.sync()
-    return harness.relative_error(c.numpy(), ref)
+    return runner.verify(func, *_operands[size])
 
 
 class Pool:
@@ -136,33 +130,31 @@ class Pool:
                                                 initializer=_init_worker, initargs=(self.lock,))
 
     def run(self, jobs: list[tuple], on_result) -> None:
-        pending = list(jobs)
+        """Evaluate every job, calling on_result(job, result) as each finishes.
+
+        A dead worker breaks the whole pool and fails every job still in flight, and which
+        job killed it is unknown: so those jobs are retried once in a fresh pool, and a job
+        that is in flight when the pool breaks a second time is reported as failed."""
+        pending, retried = list(range(len(jobs))), set()
         while pending:
-            submitted = {self.pool.submit(_evaluate, *job): job for job in pending}
-            pending = []
-            broken = False
+            submitted = {self.pool.submit(_evaluate, *jobs[i]): i for i in pending}
+            broken = []
             for fut in futures.as_completed(submitted):
-                job = submitted[fut]
+                i = submitted[fut]
                 try:
-                    on_result(job, fut.result())
+                    on_result(jobs[i], fut.result())
                 except futures.process.BrokenProcessPool:
-                    broken = True
-                    pending.append(job)
+                    broken.append(i)
             if broken:
-                # Which job killed the pool is unknown: rerun the survivors one at a time
-                # in a fresh pool would be exact but slow; instead retry them once and mark
-                # any job that breaks the pool twice as failed.
                 self.pool.shutdown(cancel_futures=True)
                 self._new()
-                retry = []
-                for job in pending:
-                    if job in getattr(self, "_retried", set()):
-                        on_result(job, {"M": job[1][0], "N": job[1][1], "K": job[1][2], "config": job[2],
+            for i in broken:
+                if i in retried:
+                    _, (M, N, K), cfg, _, _ = jobs[i]
+                    on_result(jobs[i], {"M": M, "N": N, "K": K, "config": cfg,
                                         "error": "worker died (CUDA fault?) twice"})
-                    else:
-                        retry.append(job)
-                self._retried = getattr(self, "_retried", set()) | set(retry)
-                pending = retry
+            pending = [i for i in broken if i not in retried]
+            retried.update(pending)
 
     def close(self):
         self.pool.shutdown()
@@ -221,19 +213,8 @@ def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start) -> list[
         print(f"[{label} {count[0]}/{total} {cli._size(size)} {time.time() - start:5.0f}s] {note:<28} "
               f"best {best / 1e3:5.1f}  {cfg_text}", file=sys.stderr, flush=True)
 
-    jobs = [(step.number, size, c.as_dict(), arch, repeat) for c in cfgs]
-    pool.run([_hashable(j) for j in jobs], lambda job, res: on_result(job, res))
+    pool.run([(step.number, size, c.as_dict(), arch, repeat) for c in cfgs], on_result)
     return sorted(ok, key=lambda r: -r["gflops"])
-
-
-def _hashable(job):
-    step, size, cfg, arch, repeat = job
-    return (step, size, _FrozenDict(cfg), arch, repeat)
-
-
-class _FrozenDict(dict):
-    def __hash__(self):
-        return hash(tuple(sorted(self.items())))
 
 
 def write_tuned(step, best: dict, env: dict, path: Path) -> None:
