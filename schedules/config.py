@@ -117,7 +117,7 @@ class GridConfig:
         check_sizes(M, N, K)
         for f in fields(self):
             value = getattr(self, f.name)
-            least = 0 if f.name in ("pad_a", "unroll_k") else 1
+            least = 0 if f.name in ("pad_a", "unroll_k", "transpose_a") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 kind = "a non-negative" if least == 0 else "a positive"
                 raise ConfigError(f"{f.name} must be {kind} integer, got {value!r}")
@@ -199,17 +199,23 @@ class AsyncCopyConfig(CooperativeFetchConfig):
 
 @dataclass(frozen=True)
 class ConflictFreeConfig(AsyncCopyConfig):
-    """Step 8: permuted shared tiles, A's rows padded by `pad_a` floats, so fragment loads
-    hit distinct banks."""
+    """Step 8: permuted shared tiles, so fragment loads hit distinct banks. A is stored
+    k-major (`transpose_a` 1) or m-major (0); its rows are padded by `pad_a` floats."""
 
     pad_a: int = 4
+    transpose_a: int = 0
 
     @property
     def shared_bytes(self) -> int:
-        a = self.block_m * (self.block_k + self.pad_a)
+        if self.transpose_a:
+            a = self.block_k * (self.block_m + self.pad_a)
+        else:
+            a = self.block_m * (self.block_k + self.pad_a)
         return self.stages * (a + self.block_k * self.block_n) * FLOAT_BYTES
 
     def validate(self, M: int, N: int, K: int) -> None:
+        if self.transpose_a not in (0, 1) or isinstance(self.transpose_a, bool):
+            raise ConfigError(f"transpose_a must be 0 or 1, got {self.transpose_a!r}")
         # A pad that is not a whole number of float4s misaligns the 16-byte copies and loads.
         if not isinstance(self.pad_a, int) or isinstance(self.pad_a, bool) or self.pad_a < 0 or self.pad_a % 4:
             raise ConfigError(f"pad_a must be a multiple of 4 floats (16 bytes), got {self.pad_a!r}")

@@ -16,7 +16,8 @@ SMs) and 2048.
 Measured (H200, 2026-11-21; sweep of 392 candidates in 89 s, then the committed ladder run;
 a second sweep that also tried block_k = 64 (433 candidates, 113 s; best bk64 44.4 TFLOPS at
 2048) chose the same three configs, and its ladder re-run was within 3% of every committed
-entry):
+entry; a third, which also tried step 8's k-major A (504 candidates, 113 s), chose them again,
+24.6 / 41.1 / 45.2 TFLOPS, and wrote the committed file):
 24.4 / 41.0 / 45.1 TFLOPS at 512 / 1024 / 2048, 1.14x / 1.30x / 1.18x step 9, and 174% / 111%
 / 91% of cuBLAS strict fp32 (14.1 / 36.9 / 49.5) in the same run. Tuned configs: 32x64 4x4 bk32
 2 stages at 512; 32x128 8x4 bk32 4 stages at 1024; 64x64 8x4 bk32 2 stages, 128 threads at
@@ -29,6 +30,28 @@ issue slots 81% busy, shared loads conflict-free (54 K conflicts of 67 M wavefro
 8x8 micro-tiles that would halve shared loads per FMA need 128-163 registers and lose
 occupancy (best 8x8: 39.5 TFLOPS). 53 TFLOPS (80% of peak) would need the FMA pipe near 90%:
 not reached here.
+
+Against cuBLAS at 2048 (ncu, same GPU, 2026-11-21): its kernel runs 128 blocks of 256 threads
+(a 128x256 tile, so 128 accumulators per thread), 202 registers, one block per SM, 48 KB of
+shared memory; FMA pipe 79%, issue slots 88% busy, 13.5 M shared-load instructions and 40.6 M
+shared wavefronts (ours: 25.6 M and 67.1 M). Its instruction mix is no leaner than ours (FFMA
+89% of instructions against 88%): what it has is 8 points more issue-slot use with a third of
+our occupancy, i.e. better-scheduled SASS. Tried here to close the gap, each measured at 2048
+on the H200 and each slower than this step's 45 TFLOPS:
+- the same shape from TVM: 256x128 with 16x8 micro-tiles (255 registers, no spills) 40.7,
+  128x256 with 8x16 37.3 (ptxas fits 128 accumulators but its schedule issues less: 8x8 tiles
+  at 128x128 ran with issue slots 68% busy against 80% for 8x4);
+- step 8's k-major A (per-k fragments, 8x8 at 123 registers, 2 blocks/SM): 37.5-39.5, its
+  4-byte copies add 60% shared wavefronts;
+- B fragments of one k step instead of 4 (8x8 at 125 registers instead of 153): no gain at
+  2048 (44.9), and step 7 lost 5-7% at 512/1024, so it was not kept;
+- ``__launch_bounds__(threads, min_blocks)`` (TVM's ``tirx.launch_bounds_min_blocks_per_sm``
+  attribute, tried from a scratch script) to force one more block per SM: the 8x4 tiles drop
+  to 80 registers with 8-16 bytes of spills and run 8-12% slower; 8x8 tiles gain nothing.
+So the remaining gap is instruction scheduling, which the TensorIR -> CUDA C -> ptxas route
+does not control. The next thing to try is explicit register double-buffering of fragments
+(a ``software_pipeline`` on the k-run loop), which TVM 0.27's InjectSoftwarePipeline rejected
+when nested inside the cp.async pipeline ("pipeline annotation ... vs original order").
 
 Run: python -m steps.step10
 """

@@ -27,6 +27,19 @@ Measured (H200, 2026-11-21; ncu 2025.3 with --clock-control none, one launch at 
 So the prediction held for the tile it was made for; the sweep had already steered step 7 to
 conflict-free tiles, which is the other way to the same end.
 
+The other layout, ``transpose_a=1`` (not the default): A stored k-major, block_k rows of
+block_m (+ pad_a) floats, interleaved by thread like B. One k step's A fragment is then
+thread_m contiguous floats, so fragments load per k step instead of per run of 4 k: an 8x8
+micro-tile needs 123-128 registers instead of 153-167 (ptxas), two blocks of 256 threads per SM
+instead of one. Prediction: +10-20% for 8x8 tiles at 2048 from the doubled occupancy. Measured
+(H200, 2026-11-21): slower. A's global rows run along k, so its cp.async copies become 4-byte
+scalars whose shared writes conflict: ncu at 128x128x16, 8x8, 2 stages counts 81.6 M shared
+wavefronts against 51.2 M for the m-major layout (loads identical at 50.3 M and conflict-free in
+both; the 30 M extra are the copies), and the kernel ran 470 vs 458 us despite twice the warps.
+In the step-10 sweep the transposed layout lost at every size (best 19.0 / 36.5 / 39.5 TFLOPS
+against 24.6 / 41.1 / 45.2 m-major), so the sweep no longer searches it; it stays selectable,
+and tested, as the measured counterexample.
+
 Run: python -m steps.step8
 """
 
@@ -42,10 +55,10 @@ PASS_CONFIG: dict = dict(prior.PASS_CONFIG)
 
 
 def default_config(M: int, N: int, K: int) -> ConflictFreeConfig:
-    return ConflictFreeConfig(**prior.default_config(M, N, K).as_dict(), pad_a=4)
+    return ConflictFreeConfig(**prior.default_config(M, N, K).as_dict(), pad_a=4, transpose_a=0)
 
 
 def apply(sch, cfg: ConflictFreeConfig, block):
     tiles = prior.apply(sch, cfg, block)
     return conflict_free_layout(sch, tiles, cfg.block_m, cfg.block_n, cfg.block_k,
-                                cfg.thread_m, cfg.thread_n, cfg.pad_a)
+                                cfg.thread_m, cfg.thread_n, cfg.pad_a, bool(cfg.transpose_a), cfg.vector)

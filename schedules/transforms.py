@@ -34,6 +34,10 @@ class Tiles:
     init_at: s_tir.LoopRV | None = None
     shared_copies: list = field(default_factory=list)
     accumulator: s_tir.SBlockRV | None = None
+    # Step 5's shared -> register copies of A and B, and the k loop inside ``k_inner`` that
+    # one fragment load serves (``vector`` k values per load until step 8 transposes A).
+    fragments: list = field(default_factory=list)
+    k_step: s_tir.LoopRV | None = None
 
 
 def bind_grid(sch: s_tir.Schedule, block_i, block_j, thread_i, thread_j) -> None:
@@ -176,14 +180,19 @@ def accumulate_in_registers(sch: s_tir.Schedule, tiles: Tiles, vector: int) -> T
         fragment = sch.cache_read(tiles.block, operand, "local")
         sch.compute_at(fragment, k_run)
         _vectorize_innermost(sch, fragment, vector)
-    tiles.k_inner = k_run
+        tiles.fragments.append(fragment)
+    tiles.k_inner, tiles.k_step = k_run, k_step
     tiles.accumulator = acc
     return tiles
 
 
 def _vectorize_innermost(sch: s_tir.Schedule, block: s_tir.SBlockRV, vector: int) -> None:
-    """Vectorize the innermost loop of a copy when it is contiguous and splits into vectors."""
-    loop = sch.get_loops(block)[-1]
+    """Vectorize the innermost loop of a copy (ignoring loops of extent 1) when it is
+    contiguous and splits into vectors."""
+    loops = [l for l in sch.get_loops(block) if int(sch.get(l).extent) > 1]
+    if not loops:
+        return
+    loop = loops[-1]
     extent = sch.get(loop).extent
     if vector > 1 and int(extent) % vector == 0 and int(extent) > 1:
         _, vec = sch.split(loop, [None, vector])
@@ -230,34 +239,67 @@ def async_copy_pipeline(sch: s_tir.Schedule, tiles: Tiles, stages: int) -> Tiles
     return tiles
 
 
-def conflict_free_layout(sch: s_tir.Schedule, tiles: Tiles, block_m: int, block_n: int, block_k: int,
-                         thread_m: int, thread_n: int, pad_a: int) -> Tiles:
-    """Permute the shared tiles so each warp's fragment loads fall in distinct banks.
+def interleave_by_thread(x, per_thread: int, threads: int, tile: int):
+    """Position in shared memory of element ``x`` of a ``tile``-long row whose elements are
+    read ``per_thread`` at a time by ``threads`` threads (thread g reads ``g * per_thread ..``).
 
-    A (block_m x block_k): a warp reads row ``g * thread_m + r`` of several threads g at
-    once, rows thread_m apart and so (block_k a multiple of 8) in the same banks. Storing row
-    m at ``(m % thread_m) * threads_m + m // thread_m`` puts those rows next to each other,
-    and ``pad_a`` extra floats per row (``storage_align``) shift neighbouring rows by a
-    different 16-byte bank group.
-    B (block_k x block_n): thread g reads columns ``g * thread_n + 4h .. +3``; storing column
-    ``g * thread_n + 4h + l`` at ``h * 4 * threads_n + 4g + l`` makes the float4s of the
-    threads of a warp contiguous. Both maps keep every 4 consecutive floats together, so the
-    16-byte cp.async copies and float4 fragment loads survive.
+    Thread g's float4 number h goes to ``h * 4 * threads + 4 * g``: the threads' h-th float4s
+    become contiguous, so a quarter-warp's float4 loads cover 128 consecutive bytes (all 32
+    banks once). A thread's run of 4 floats stays together, so 16-byte copies and loads survive.
+    With at most 4 floats (or not whole float4s) per thread there is nothing to interleave.
+    """
+    if per_thread <= 4 or per_thread % 4:
+        return x % tile
+    return (x % per_thread) // 4 * (4 * threads) + (x % tile) // per_thread * 4 + x % 4
+
+
+def conflict_free_layout(sch: s_tir.Schedule, tiles: Tiles, block_m: int, block_n: int, block_k: int,
+                         thread_m: int, thread_n: int, pad_a: int, transpose_a: bool = False,
+                         vector: int = 4) -> Tiles:
+    """Lay the shared tiles out so each warp's fragment loads fall in distinct banks.
+
+    B (block_k x block_n): columns are interleaved by thread (``interleave_by_thread``).
+    A, m-major (``transpose_a`` False, block_m x block_k): a warp reads row
+    ``g * thread_m + r`` of several threads g at once, rows thread_m apart and so (block_k a
+    multiple of 8) in the same banks. Storing row m at
+    ``(m % thread_m) * threads_m + m // thread_m`` puts those rows next to each other, and
+    ``pad_a`` extra floats per row (``storage_align``) shift neighbouring rows by a different
+    16-byte bank group.
+    A, k-major (``transpose_a`` True, block_k x block_m): A is stored transposed and
+    interleaved like B. One k step's A fragment is then thread_m contiguous floats (float4
+    loads along m), so fragments are loaded per k step instead of per run of 4: thread_m +
+    thread_n registers instead of 4 x that, which is what lets 8 x 8 micro-tiles fit in 128
+    registers. The price: A's global rows run along k, so its cp.async copies become 4-byte
+    scalars (a thread's 4 floats go to 4 shared rows); ``pad_a`` pads the k rows. Measured
+    slower than m-major at every size (step 8's docstring), so it is not the default.
     """
     threads_m, threads_n = block_m // thread_m, block_n // thread_n
     a_copy, b_copy = tiles.shared_copies
-    sch.transform_layout(
-        a_copy, ("write", 0),
-        lambda m, k: (m // block_m, (m % thread_m) * threads_m + (m % block_m) // thread_m, k),
-    )
+    if transpose_a:
+        # The copy's 16-byte vector lands in 4 different shared rows: unroll it into scalars.
+        sch.unroll(sch.get_loops(a_copy)[-1])
+        sch.transform_layout(
+            a_copy, ("write", 0),
+            lambda m, k: (m // block_m, k, interleave_by_thread(m, thread_m, threads_m, block_m)),
+        )
+        # Fragments of one k step (not a run of 4): float4s along m (A) and n (B).
+        for fragment in tiles.fragments:
+            sch.compute_at(fragment, tiles.k_step)
+            _vectorize_innermost(sch, fragment, vector)
+    else:
+        sch.transform_layout(
+            a_copy, ("write", 0),
+            lambda m, k: (m // block_m, (m % thread_m) * threads_m + (m % block_m) // thread_m, k),
+        )
     if thread_n > 4:  # a thread reads one float4 per row when thread_n == 4: nothing to permute
         sch.transform_layout(
             b_copy, ("write", 0),
-            lambda k, n: (n // block_n, k, (n % thread_n) // 4 * (4 * threads_n) + (n % block_n) // thread_n * 4 + n % 4),
+            lambda k, n: (n // block_n, k, interleave_by_thread(n, thread_n, threads_n, block_n)),
         )
     if pad_a:
-        # Row stride = block_k + pad_a (mod 32 floats, one pass over the banks).
-        sch.storage_align(a_copy, 0, axis=1, factor=32, offset=(block_k + pad_a) % 32)
+        # Row stride = row length + pad_a (mod 32 floats, one pass over the banks).
+        row = block_m if transpose_a else block_k
+        sch.storage_align(a_copy, 0, axis=1, factor=32, offset=(row + pad_a) % 32)
     return tiles
 
 

@@ -6,7 +6,8 @@
 Three stages, so the search stays in minutes, each around the `--top` best of the one
 before: (1) the tile — block_m x block_n, thread_m x thread_n — with the step's other fields
 at their defaults; (2) block_k and pipeline stages; (3) every combination of the remaining
-fields the step has (pad_a, warp_m, raster, unroll_k). Fields a step lacks are skipped. Invalid candidates (threads per block, shared memory per block for the
+fields the step has (pad_a, warp_m, raster, unroll_k; step 8's transpose_a stays 0, measured
+slower everywhere). Fields a step lacks are skipped. Invalid candidates (threads per block, shared memory per block for the
 arch, divisibility, vector alignment) are rejected by the config's own ``validate`` before
 anything is built. Candidates are built and loaded in parallel worker processes; only one
 worker at a time holds the GPU for the correctness check and the timing (a lock), so timings

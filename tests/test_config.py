@@ -486,13 +486,14 @@ DEFAULTS = {
 # Step 5: 8x8 micro-tiles in 128x128 blocks at 2048; step 6 keeps step 4's tiles everywhere.
 DEFAULTS[5] = {**DEFAULTS[4], 2048: (128, 128, 8, 8, 16, 4)}
 DEFAULTS[6] = DEFAULTS[4]
-# Steps 7-9: the step 7 sweep's tiles, + stages; step 8 adds pad_a, step 9 warp_m and raster.
+# Steps 7-9: the step 7 sweep's tiles, + stages; step 8 adds pad_a and transpose_a (0: A stays
+# m-major), step 9 warp_m and raster.
 DEFAULTS[7] = {
     512: (32, 64, 4, 4, 16, 4, 4),
     1024: (32, 64, 8, 4, 16, 4, 4),
     2048: (64, 128, 8, 4, 32, 4, 2),
 }
-DEFAULTS[8] = {n: (*cfg, 4) for n, cfg in DEFAULTS[7].items()}
+DEFAULTS[8] = {n: (*cfg, 4, 0) for n, cfg in DEFAULTS[7].items()}
 DEFAULTS[9] = {n: (*cfg, 4, 1) for n, cfg in DEFAULTS[8].items()}
 
 

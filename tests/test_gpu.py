@@ -46,6 +46,21 @@ def test_step_is_correct(step, size, runner, arch):
     assert all(e <= harness.TOLERANCE for e in errors), f"relative errors {errors}"
 
 
+# Step 8's alternative layout (A k-major, transpose_a=1; not the default, see its docstring):
+# correct at the ladder's sizes and on shapes that pad (predicated 4-byte cp.async).
+TRANSPOSED_A = dict(block_m=64, block_n=128, thread_m=8, thread_n=8, block_k=16, stages=3, pad_a=4, transpose_a=1)
+
+
+@pytest.mark.parametrize("shape", [(512,) * 3, (1024,) * 3, (2048,) * 3, (1000, 1500, 700), (127, 255, 33)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_transposed_A_layout_is_correct(shape, runner, arch):
+    from schedules.config import ConflictFreeConfig
+
+    lib = schedules.build(8, *shape, arch=arch, config=ConflictFreeConfig(**TRANSPOSED_A))
+    error = runner.check(lib["main"], *shape)
+    assert error <= harness.TOLERANCE, f"relative error {error}"
+
+
 def test_nan_poisoning_is_caught(runner, arch):
     """A kernel that skips part of C must fail the check, never pass on stale memory."""
     lib = schedules.build(1, 256, 256, 256, arch=arch)

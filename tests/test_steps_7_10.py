@@ -255,6 +255,56 @@ def test_step8_pad_must_be_whole_float4s(pad_a):
     config_error(lambda: schedules.build(8, N, N, N, config=cfg), "pad_a")
 
 
+STEP8_TRANSPOSED = ConflictFreeConfig(**STEP8_WIDE, pad_a=4, transpose_a=1)
+
+
+def test_step8_transposed_A_is_k_major_with_per_k_fragments():
+    """transpose_a: A is stored k-major (block_k rows of block_m + pad_a floats), filled by
+    4-byte cp.async (a thread's 4 floats of a global row land in 4 shared rows) while B keeps
+    its 16-byte copies; one k step's A fragment is thread_m floats, loaded as float4s along m,
+    interleaved by thread like B (threadIdx * 4, the thread's next float4 4 x threads_m on)."""
+    cfg = STEP8_TRANSPOSED
+    src = _cuda(8, config=cfg)
+    decl = re.search(r"__shared__ alignas\(\d+\) float A_shared_ptr\[(\d+)\];", src)
+    assert int(decl[1]) == cfg.stages * cfg.block_k * (cfg.block_m + cfg.pad_a) == cfg.shared_bytes // 4 - \
+        cfg.stages * cfg.block_k * cfg.block_n
+    assert re.search(r"ptx_cp_async\w*_4_4_4\(A_shared_ptr", src)
+    assert not re.search(r"ptx_cp_async\w*_16_4_4\(A_shared_ptr", src)
+    assert re.search(r"ptx_cp_async\w*_16_4_4\(B_shared_ptr", src)
+    assert re.search(r"float A_shared_local_ptr\[%d\];" % cfg.thread_m, src)
+    loads = _fragment_loads(src, "A")
+    assert loads
+    for rhs in loads:
+        assert rhs.startswith("*(float4*)(A_shared_ptr + "), rhs
+        assert _coefficient(rhs, "((int)threadIdx.y)") == 4, rhs
+        assert _coefficient(rhs, "ax0_0") == 4 * cfg.threads_m, rhs
+        # consecutive k steps are rows of block_m + pad_a floats
+        assert "* %d)" % (cfg.block_m + cfg.pad_a) in rhs, rhs
+    assert re.search(r"float B_shared_local_ptr\[%d\];" % cfg.thread_n, src)
+    # m-major (transpose_a 0) keeps 16-byte copies and fragments of a run of 4 k steps.
+    plain = _cuda(8, config=dataclasses.replace(cfg, transpose_a=0))
+    assert not re.search(r"ptx_cp_async\w*_4_4_4\(", plain)
+    assert re.search(r"float A_shared_local_ptr\[%d\];" % (cfg.thread_m * cfg.vector), plain)
+    assert re.search(r"float B_shared_local_ptr\[%d\];" % (cfg.vector * cfg.thread_n), plain)
+
+
+@pytest.mark.parametrize("value", (2, -1, True, 1.0))
+def test_step8_transpose_a_is_0_or_1(value):
+    cfg = ConflictFreeConfig(**STEP8_WIDE, pad_a=0, transpose_a=value)
+    config_error(lambda: cfg.validate(N, N, N), "transpose_a")
+    config_error(lambda: schedules.build(8, N, N, N, config=cfg), "transpose_a")
+
+
+def test_step8_transposed_A_builds_for_odd_shapes():
+    """Padding (schedules/padding.py) inlines into the 4-byte copies: predicated, zero-filled."""
+    cfg = STEP8_TRANSPOSED
+    src = schedules.cuda_source(schedules.build(8, 100, 200, 72, config=cfg))
+    assert re.search(r"ptx_cp_async_\w*pred\w*_4_4_4\(", src)  # A's predicated 4-byte copies
+    assert re.search(r"ptx_cp_async_\w*pred\w*_16_4_4\(", src)  # B's 16-byte ones
+    src0 = schedules.cuda_source(schedules.build(8, 100, 200, 72, config=dataclasses.replace(cfg, transpose_a=0)))
+    assert not re.search(r"ptx_cp_async\w*_4_4_4\(", src0)
+
+
 # --- step 9: warp tiling, rasterization ---------------------------------------------------
 
 
