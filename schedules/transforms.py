@@ -193,8 +193,7 @@ def _vectorize_innermost(sch: s_tir.Schedule, block: s_tir.SBlockRV, vector: int
     if not loops:
         return
     loop = loops[-1]
-    extent = sch.get(loop).extent
-    if vector > 1 and int(extent) % vector == 0 and int(extent) > 1:
+    if vector > 1 and int(sch.get(loop).extent) % vector == 0:
         _, vec = sch.split(loop, [None, vector])
         sch.vectorize(vec)
 

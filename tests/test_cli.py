@@ -7,6 +7,8 @@ import pytest
 
 from steps import cli, harness
 
+from .checks import one_line_error
+
 NO_GPU = not harness.gpu_present()
 
 
@@ -35,11 +37,7 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
     proc = run("steps.step4", *args)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("python -m steps.step4: error:")
-    for w in words:
-        assert w in lines[0]
+    one_line_error(proc.stderr, "steps.step4", *words)
     assert "Traceback" not in proc.stderr
 
 

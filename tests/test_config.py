@@ -24,6 +24,8 @@ from schedules.config import (
     WarpTileConfig,
 )
 
+from .checks import config_error
+
 STEPS = schedules.STEPS
 CONFIG_CLASSES = (
     GridConfig, RegisterTileConfig, SharedTileConfig, CooperativeFetchConfig,
@@ -33,18 +35,6 @@ CONFIG_CLASSES = (
 
 def _step_id(step) -> str:
     return f"step{step.number}"
-
-
-def config_error(fn, *keywords: str) -> str:
-    """Run fn, expect a ConfigError whose message is one line mentioning every keyword."""
-    with pytest.raises(ConfigError) as info:
-        fn()
-    msg = str(info.value)
-    assert msg.strip(), "empty ConfigError message"
-    assert "\n" not in msg, f"multi-line message: {msg!r}"
-    for word in keywords:
-        assert word in msg, f"{word!r} not in {msg!r}"
-    return msg
 
 
 def test_config_error_is_the_public_one():

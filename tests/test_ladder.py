@@ -12,6 +12,8 @@ import pytest
 import schedules
 from steps import cli, compare, harness, ladder, nvcc, results, roofline
 
+from .checks import one_line_error
+
 NUMBERS = [s.number for s in schedules.STEPS]
 FIRST, LAST = NUMBERS[0], NUMBERS[-1]
 NO_GPU = not harness.gpu_present()
@@ -73,11 +75,7 @@ def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
     assert ladder.main(args) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("python -m steps: error:")
-    for w in words:
-        assert w in lines[0]
+    one_line_error(err, "steps", *words)
 
 
 def test_bad_steps_through_python_m_steps():

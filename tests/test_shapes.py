@@ -25,11 +25,13 @@ import tvm
 from tvm import s_tir
 
 import schedules
-from schedules import ConfigError, padding
+from schedules import padding
 from schedules.config import CooperativeFetchConfig, GridConfig, RegisterTileConfig, SharedTileConfig
 from schedules.matmul import matmul
 from schedules.transforms import hoist_init
 from steps import cli, harness, nvcc
+
+from .checks import config_error, one_line_error
 
 STEPS = schedules.STEPS
 ODD_SHAPES = [(1000, 1500, 700), (2047, 2047, 2047), (1, 2048, 2048), (2048, 1, 2048)]
@@ -217,16 +219,6 @@ def test_nvcc_compiles_odd_shapes_without_spills(number, shape):
 # --- validation: what still fails, in one line -------------------------------------------
 
 
-def _one_line_error(fn, *words):
-    with pytest.raises(ConfigError) as info:
-        fn()
-    msg = str(info.value)
-    assert msg and "\n" not in msg
-    for w in words:
-        assert w in msg, msg
-    return msg
-
-
 @pytest.mark.parametrize("cfg, words", [
     (RegisterTileConfig(block_m=64, thread_m=3), ("thread_m", "divide", "block_m")),
     (RegisterTileConfig(block_m=256, block_n=256, thread_m=1, thread_n=2), ("threads per block", "1024")),
@@ -235,13 +227,12 @@ def _one_line_error(fn, *words):
     (CooperativeFetchConfig(block_m=128, block_n=128, thread_m=8, thread_n=8, block_k=4), ("A tile", "evenly")),
 ], ids=lambda v: type(v).__name__ if not isinstance(v, tuple) else v[0])
 def test_internal_tile_constraints_stay_errors_at_odd_shapes(cfg, words):
-    _one_line_error(lambda: cfg.validate(1000, 1500, 700), *words)
+    config_error(lambda: cfg.validate(1000, 1500, 700), *words)
 
 
 def test_unknown_step_is_one_line_exit_2(capsys):
     assert cli.main(99, ["--build-only"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "unknown step 99" in err[0] and err[0].startswith("python -m steps.step99: error:")
+    one_line_error(capsys.readouterr().err, "steps.step99", "unknown step 99")
 
 
 def test_unknown_arch_is_one_line_exit_2(capsys):

@@ -30,6 +30,8 @@ from schedules.config import (
 )
 from steps import harness, sweep
 
+from .checks import config_error, one_line_error
+
 N = 256  # every build here is 256^3 unless it says otherwise: small, and all ideas show
 
 
@@ -45,16 +47,6 @@ def _cuda(number: int, n: int = N, config=None) -> str:
 @functools.lru_cache(maxsize=None)
 def _script(number: int, n: int = N, config=None) -> str:
     return schedules.get_step(number).schedule(n, n, n, config).mod.script()
-
-
-def config_error(fn, *keywords: str) -> str:
-    with pytest.raises(ConfigError) as info:
-        fn()
-    msg = str(info.value)
-    assert msg.strip() and "\n" not in msg, repr(msg)
-    for word in keywords:
-        assert word in msg, f"{word!r} not in {msg!r}"
-    return msg
 
 
 def _as(cls, cfg, **extra):
@@ -593,11 +585,7 @@ def test_sweep_rejects_steps(capsys, step, words):
     rc, out, err = _main(["--step", step, "--sizes", "512", "--dry-run"], capsys)
     assert rc == 2
     assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("python -m steps.sweep: error: ")
-    for word in words:
-        assert word in lines[0]
+    one_line_error(err, "steps.sweep", *words)
 
 
 def test_sweep_without_a_gpu_needs_dry_run(capsys, monkeypatch):

@@ -1,0 +1,27 @@
+"""Assertions the test modules share: every rejected input is one line of error."""
+
+import pytest
+
+from schedules import ConfigError
+
+
+def config_error(fn, *keywords: str) -> str:
+    """Run fn, expect a ConfigError whose message is one line mentioning every keyword."""
+    with pytest.raises(ConfigError) as info:
+        fn()
+    msg = str(info.value)
+    assert msg.strip(), "empty ConfigError message"
+    assert "\n" not in msg, f"multi-line message: {msg!r}"
+    for word in keywords:
+        assert word in msg, f"{word!r} not in {msg!r}"
+    return msg
+
+
+def one_line_error(err: str, prog: str, *words: str) -> str:
+    """A command's stderr: exactly one line, ``python -m PROG: error: ...``, with every word."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"python -m {prog}: error:"), lines[0]
+    for word in words:
+        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+    return lines[0]
