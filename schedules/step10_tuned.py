@@ -25,33 +25,46 @@ entry; a third, which also tried step 8's k-major A (504 candidates, 113 s), cho
 differ only in unroll_k it is worth a median +17% / +18% / +13% (512 / 1024 / 2048; at the
 winning tiles +33% / +22% / +13%), not the predicted 0-5%: nvcc did not unroll the k-run
 loop by itself. Tuning moved the 1024 tile furthest from step 9's.
-What limits 2048 (ncu, one launch): 96 registers, 26% warps active, FMA pipe 70% of peak,
-issue slots 81% busy, shared loads conflict-free (54 K conflicts of 67 M wavefronts). The
-8x8 micro-tiles that would halve shared loads per FMA need 128-163 registers and lose
-occupancy (best 8x8: 39.5 TFLOPS). 53 TFLOPS (80% of peak) would need the FMA pipe near 90%:
-not reached here.
+On an H100 80GB HBM3 (2026-11-21, the same tuned configs): 24.3 / 40.9 / 45.0 TFLOPS, 205% / 111%
+/ 90% of cuBLAS (11.8 / 37.0 / 50.0).
+What limits 2048 (ncu, one launch, H200; the H100 counts match): 96 registers, 5 blocks of 4
+warps per SM, FMA pipe 70% busy, issue slots 81%, and the shared-memory pipe 69%: an 8x4
+micro-tile's 12 float4 loads per 128 FMAs cost ~31 wavefronts (67 M in all, conflict-free),
+as many shared-pipe cycles as FMA cycles, so the two pipes limit together. Warp stalls per
+issued instruction, against cuBLAS's kernel: dispatch 0.63 vs 0.14, short scoreboard (shared
+loads) 0.52 vs 0.15, barrier 0.49 vs 0.06. 53 TFLOPS is 80% of peak at the 1.95 GHz the SMs
+ran at and would need the FMA pipe near 85% busy; cuBLAS reaches 79% and 49.5-50.0 TFLOPS.
 
-Against cuBLAS at 2048 (ncu, same GPU, 2026-11-21): its kernel runs 128 blocks of 256 threads
-(a 128x256 tile, so 128 accumulators per thread), 202 registers, one block per SM, 48 KB of
-shared memory; FMA pipe 79%, issue slots 88% busy, 13.5 M shared-load instructions and 40.6 M
-shared wavefronts (ours: 25.6 M and 67.1 M). Its instruction mix is no leaner than ours (FFMA
-89% of instructions against 88%): what it has is 8 points more issue-slot use with a third of
-our occupancy, i.e. better-scheduled SASS. Tried here to close the gap, each measured at 2048
-on the H200 and each slower than this step's 45 TFLOPS:
+cuBLAS's kernel is CUTLASS's ``cutlass_80_simt_sgemm_256x128_8x4_nn_align1``: here a 128x256
+tile (its M is our N), block_k 8, 4 stages, 256 threads, so 128 accumulators per thread, with
+202 registers, one block per SM, FMA pipe 79%, issue slots 88%, 25 M shared-load wavefronts
+against our 67 M. Its instruction mix is no leaner than ours (FFMA 89% of instructions against
+88%). Tried here to close the gap, each measured at 2048 (H200) and each slower than 45.0:
 - the same shape from TVM: 256x128 with 16x8 micro-tiles (255 registers, no spills) 40.7,
-  128x256 with 8x16 37.3 (ptxas fits 128 accumulators but its schedule issues less: 8x8 tiles
-  at 128x128 ran with issue slots 68% busy against 80% for 8x4);
-- step 8's k-major A (per-k fragments, 8x8 at 123 registers, 2 blocks/SM): 37.5-39.5, its
-  4-byte copies add 60% shared wavefronts;
-- B fragments of one k step instead of 4 (8x8 at 125 registers instead of 153): no gain at
-  2048 (44.9), and step 7 lost 5-7% at 512/1024, so it was not kept;
-- ``__launch_bounds__(threads, min_blocks)`` (TVM's ``tirx.launch_bounds_min_blocks_per_sm``
-  attribute, tried from a scratch script) to force one more block per SM: the 8x4 tiles drop
-  to 80 registers with 8-16 bytes of spills and run 8-12% slower; 8x8 tiles gain nothing.
-So the remaining gap is instruction scheduling, which the TensorIR -> CUDA C -> ptxas route
-does not control. The next thing to try is explicit register double-buffering of fragments
-(a ``software_pipeline`` on the k-run loop), which TVM 0.27's InjectSoftwarePipeline rejected
-when nested inside the cp.async pipeline ("pipeline annotation ... vs original order").
+  128x256 with 8x16 37.3; with B fragments per k step 28-37.9; 8x8 tiles 28-39.9 (issue slots
+  63-68% busy: one block of 8 warps per SM);
+- CUTLASS's own arrangement: 256x128x8, 4 stages, step 8's k-major A so that both fragments
+  load per k step (165-182 registers, like cuBLAS's 202): 33.9. Its 4-byte A copies cost 44 M
+  shared wavefronts. A rotation of each thread's float4 chunks by k row
+  (``transform_layout(..., assume_injective_transform=True)``: TVM cannot prove the modulo
+  map bijective) makes those copies bank-conflict-free, yet leaves 36.5 M and ran 32.7: the
+  scalar copies cost about a wavefront per two lanes whatever the banks. 128x128 8x8 in that
+  layout: 37.8, at 127 registers and two blocks per SM;
+- step 8's k-major A for 8x8 tiles (123 registers, 2 blocks/SM): 37.5-39.5;
+- ``__launch_bounds__(threads, min_blocks)`` (TVM's ``tirx.launch_bounds_min_blocks_per_sm``,
+  from a scratch script): 8x4 tiles drop to 80 registers, spill 8-16 bytes, run 8-12% slower;
+- other warp shapes and A padding at the winning tile (ncu: the same 67.2 M wavefronts for a
+  2x16 or a padded 4x8 warp): 40.7-44.7;
+- register double-buffering of the fragments, a ``software_pipeline`` [0, 0, 1] on the k-run
+  loop inside the cp.async pipeline. It builds once the outer loop's annotation lists the five
+  statements the inner pipeline leaves in its body ([0, 0, S-1, S-1, S-1]; ``sch.annotate``
+  keeps an existing annotation, so ``unannotate`` it first), but nvcc emits identical SASS
+  (cuobjdump) for 8x4 and 8x8 tiles: it already hoists the next run's loads in the unrolled
+  slice. Not kept.
+So the rest of the gap is how the SASS is scheduled: dispatch stalls, waits on shared loads and
+barriers, which cuBLAS avoids with a third of our occupancy. The TensorIR -> CUDA C -> NVRTC
+route does not control that. This is measured, not a lowered target: step 10 stays at 0.90-0.91x cuBLAS at
+2048.
 
 Run: python -m steps.step10
 """

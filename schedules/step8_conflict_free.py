@@ -33,9 +33,11 @@ thread_m contiguous floats, so fragments load per k step instead of per run of 4
 micro-tile needs 123-128 registers instead of 153-167 (ptxas), two blocks of 256 threads per SM
 instead of one. Prediction: +10-20% for 8x8 tiles at 2048 from the doubled occupancy. Measured
 (H200, 2026-11-21): slower. A's global rows run along k, so its cp.async copies become 4-byte
-scalars whose shared writes conflict: ncu at 128x128x16, 8x8, 2 stages counts 81.6 M shared
-wavefronts against 51.2 M for the m-major layout (loads identical at 50.3 M and conflict-free in
-both; the 30 M extra are the copies), and the kernel ran 470 vs 458 us despite twice the warps.
+scalars: ncu at 128x128x16, 8x8, 2 stages counts 81.6 M shared wavefronts against 51.2 M for
+the m-major layout (loads identical at 50.3 M and conflict-free in both; the 30 M extra are the
+copies), and the kernel ran 470 vs 458 us despite twice the warps. The scalar copies are the
+cost, not their banks: a layout that rotates each thread's float4 chunks by k row, making the
+copies conflict-free, took them only from 44 M to 36.5 M wavefronts (step 10's notes).
 In the step-10 sweep the transposed layout lost at every size (best 19.0 / 36.5 / 39.5 TFLOPS
 against 24.6 / 41.1 / 45.2 m-major), so the sweep no longer searches it; it stays selectable,
 and tested, as the measured counterexample.
