@@ -37,7 +37,8 @@ scalars: ncu at 128x128x16, 8x8, 2 stages counts 81.6 M shared wavefronts agains
 the m-major layout (loads identical at 50.3 M and conflict-free in both; the 30 M extra are the
 copies), and the kernel ran 470 vs 458 us despite twice the warps. The scalar copies are the
 cost, not their banks: a layout that rotates each thread's float4 chunks by k row, making the
-copies conflict-free, took them only from 44 M to 36.5 M wavefronts (step 10's notes).
+copies conflict-free, took them only from 44 M to 36.5 M wavefronts at 256x128x8 (step 10's
+notes).
 In the step-10 sweep the transposed layout lost at every size (best 19.0 / 36.5 / 39.5 TFLOPS
 against 24.6 / 41.1 / 45.2 m-major), so the sweep no longer searches it; it stays selectable,
 and tested, as the measured counterexample.
