@@ -14,15 +14,14 @@ import numpy as np
 import tvm
 
 import schedules
+from steps.harness import random_operands
 
 step, size = int(sys.argv[1]), int(sys.argv[2])
 s = schedules.get_step(step)
 cfg = s.Config.from_dict(json.loads(sys.argv[3])) if len(sys.argv) > 3 else s.default_config(size, size, size)
 lib = schedules.build(step, size, size, size, arch="sm_90", config=cfg)
 dev = tvm.cuda(0)
-rng = np.random.default_rng(0)
-a = tvm.runtime.tensor(rng.uniform(-1, 1, (size, size)).astype(np.float32), dev)
-b = tvm.runtime.tensor(rng.uniform(-1, 1, (size, size)).astype(np.float32), dev)
+a, b = (tvm.runtime.tensor(x, dev) for x in random_operands(size, size, size, np.random.default_rng(0)))
 c = tvm.runtime.tensor(np.zeros((size, size), np.float32), dev)
 for _ in range(3):
     lib["main"](a, b, c)
