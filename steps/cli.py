@@ -23,6 +23,10 @@ from . import harness, nvcc, results
 DEFAULT_SIZES = (512, 1024, 2048)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+HOST_MARK = "†"
+HOST_LEGEND = (f"{HOST_MARK} host-bound: submitting one launch took >= "
+               f"{100 * harness.HOST_BOUND_FRACTION:.0f}% of its GPU time, so the number may time the host, "
+               "not the kernel (not used by the regression gates)")
 
 
 class UsageError(Exception):
@@ -86,7 +90,8 @@ class Row:
     config: object
     prior_name: str
     prior_gflops: float | None = None
-    cublas_gflops: float | None = None
+    cublas_gflops: float | None = None  # cuBLAS fp32 at this size, this run
+    cublas_host_bound: bool | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -97,6 +102,11 @@ class Row:
     def pct_cublas(self) -> float | None:
         m = self.measurement
         return 100.0 * m.gflops / self.cublas_gflops if m.gflops and self.cublas_gflops else None
+
+
+def host_flag(m) -> str:
+    """The host-bound marker for a measurement ('' when the guard passed or was not run)."""
+    return f" {HOST_MARK}" if getattr(m, "host_bound", None) else ""
 
 
 def main(step_number: int, argv: list[str] | None = None) -> int:
@@ -232,11 +242,12 @@ def benchmark(step, sizes, configs, arch, args) -> int:
         else:
             row.prior_gflops = harness.time_numpy(M, N, K, seed=args.seed).gflops(M, N, K)
         if with_cublas:
-            try:
-                timing, err = harness.time_cublas(M, N, K, repeat=args.repeat, seed=args.seed)
-                row.cublas_gflops = timing.gflops(M, N, K) if err <= harness.TOLERANCE else None
-            except Exception as exc:
-                print(f"cuBLAS failed at {_size(size)}: {harness._one_line(exc)}", file=sys.stderr)
+            from . import references
+
+            c = references.measure(references.CUBLAS, size, runner, arch, env.get("gpu"), args.repeat, args.seed)
+            row.cublas_gflops, row.cublas_host_bound = (c.gflops, c.host_bound) if c.ok else (None, None)
+            if not c.ok:
+                print(f"cuBLAS failed at {_size(size)}: {c.error}", file=sys.stderr)
         rows.append(row)
         m = row.measurement
         print(f"  {_size(size)}: " + (f"{m.gflops:.0f} GFLOPS" if m.gflops else f"failed ({m.error})"),
@@ -264,10 +275,12 @@ def document(step, rows, env, repeat) -> dict:
         "idea": step.idea,
         "environment": env,
         "method": {
-            "timer": "CUDA events: tvm time_evaluator (TVM), cupy.cuda.Event (cuBLAS, TF32 off)",
+            "timer": "CUDA events: tvm time_evaluator (TVM), cupy.cuda.Event around cublasGemmEx calls "
+                     "through CuPy's low-level binding (cuBLAS, TF32 off)",
             "statistic": "median of samples; each sample the mean of back-to-back launches (~1 ms)",
             "repeat": repeat,
             "tolerance": harness.TOLERANCE,
+            "host_bound": f"host time to submit one launch >= {harness.HOST_BOUND_FRACTION:g} x GPU time per launch",
             "flops": "2*M*N*K",
         },
         # Sizes where this step may be slower than its prior, with why (the step-over-step gate).
@@ -281,9 +294,12 @@ def document(step, rows, env, repeat) -> dict:
                 "max_ms": r.measurement.max_ms,
                 "gflops": r.measurement.gflops,
                 "rel_err": r.measurement.rel_err,
+                "host_us": r.measurement.host_us,
+                "host_bound": r.measurement.host_bound,
                 "prior": {"name": r.prior_name, "gflops": r.prior_gflops},
                 "speedup_vs_prior": r.speedup,
                 "cublas_gflops": r.cublas_gflops,
+                "cublas_host_bound": r.cublas_host_bound,
                 "pct_cublas": r.pct_cublas,
             }
             for r in rows
@@ -293,7 +309,7 @@ def document(step, rows, env, repeat) -> dict:
 
 def format_table(rows: list[Row]) -> str:
     header = (f"{'size':>16}  {'median ms':>9}  {'min-max ms':>17}  {'GFLOPS':>8}  "
-              f"{'x prior':>8}  {'% cuBLAS':>8}  {'rel err':>8}")
+              f"{'x prior':>8}  {'% cuBLAS':>8}  {'rel err':>8}  {'host us':>7}")
     lines = [header, "-" * len(header)]
     for r in rows:
         m = r.measurement
@@ -303,11 +319,17 @@ def format_table(rows: list[Row]) -> str:
         speed = f"{r.speedup:.2f}x" if r.speedup else "-"
         pct = f"{r.pct_cublas:.0f}%" if r.pct_cublas else "-"
         err = f"{m.rel_err:.1e}" if m.rel_err is not None else "-"
-        flag = "" if m.ok else "  WRONG"
+        host = f"{m.host_us:.1f}" if m.host_us is not None else "-"
+        flag = host_flag(m) + ("" if m.ok else "  WRONG")
         lines.append(f"{_size(r.size):>16}  {m.median_ms:>9.4f}  {m.min_ms:>8.4f}-{m.max_ms:<8.4f}  "
-                     f"{m.gflops:>8.0f}  {speed:>8}  {pct:>8}  {err:>8}{flag}")
+                     f"{m.gflops:>8.0f}  {speed:>8}  {pct:>8}  {err:>8}  {host:>7}{flag}")
+        if r.cublas_host_bound:
+            lines.append(f"{'':>16}  cuBLAS at this size is host-bound {HOST_MARK}: its % is not a kernel-time ratio")
     if rows:
-        lines.append(f"x prior: against {rows[0].prior_name}, measured in this run")
+        lines.append(f"x prior: against {rows[0].prior_name}, measured in this run; "
+                     "host us: host time to submit one launch")
+        if any(r.measurement.host_bound or r.cublas_host_bound for r in rows):
+            lines.append(HOST_LEGEND)
     return "\n".join(lines)
 
 

@@ -28,6 +28,7 @@ class Comparison:
     before_config: dict | None = None
     after_config: dict | None = None
     error: str | None = None  # the kernel failed now
+    refused: str | None = None  # why the two numbers are not compared (host-bound, unguarded)
 
     @property
     def ratio(self) -> float | None:
@@ -35,7 +36,7 @@ class Comparison:
 
     @property
     def dropped(self) -> bool:
-        return self.ratio is not None and self.ratio < DROP_FLAG
+        return self.refused is None and self.ratio is not None and self.ratio < DROP_FLAG
 
     @property
     def bad(self) -> bool:
@@ -71,6 +72,9 @@ def comparisons(doc: dict, measured: dict) -> list[Comparison]:
     out = []
     for size, (m, config) in measured.items():
         row = results.row_for(doc, *size)
+        refused = results.not_comparable(row)
+        if refused is None and m.ok and m.host_bound:
+            refused = f"host-bound now (host {m.host_us:.1f} us per launch vs {m.median_ms * 1e3:.1f} us GPU)"
         out.append(Comparison(
             size,
             before=row["gflops"] if row else None,
@@ -78,6 +82,7 @@ def comparisons(doc: dict, measured: dict) -> list[Comparison]:
             before_config=row.get("config") if row else None,
             after_config=config.as_dict() if hasattr(config, "as_dict") else config,
             error=m.error,
+            refused=refused,
         ))
     return out
 
@@ -92,6 +97,8 @@ def format_comparison(step_number: int, name: str, items: list[Comparison], sour
             continue
         ratio = f"{c.ratio:.3f}x" if c.ratio else "-"
         flag = f"  DROP > {100 * (1 - DROP_FLAG):.0f}%" if c.dropped else ""
+        if c.refused:
+            flag = f"  not compared: {c.refused}"
         lines.append(f"{cli._size(c.size):>16}  {before:>13}  {c.after:>12.0f}  {ratio:>12}{flag}")
         if c.before_config is not None and c.after_config is not None and c.before_config != c.after_config:
             lines.append(f"{'':>16}  config before: {_config_text(c.before_config)}")

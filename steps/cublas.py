@@ -1,73 +1,120 @@
-"""python -m steps.cublas: the cuBLAS reference, timed as the ladder is timed.
+"""python -m steps.cublas: the reference rows, timed as the ladder is timed.
 
-    python -m steps.cublas                      # strict fp32 SGEMM at 512, 1024, 2048
-    python -m steps.cublas --tf32 --shape 1000 1500 700
+    python -m steps.cublas                          # every reference at 512, 1024, 2048
+    python -m steps.cublas --only cublas,dlight --shape 1000 1500 700
+    python -m steps.cublas --tune --trials 128      # re-tune MetaSchedule for these sizes first
 
-cuBLAS SGEMM through CuPy with TF32 off (strict fp32, the baseline of every "% cuBLAS"
-column), checked against float64 like the steps and timed with CUDA events: a warm-up, then
-`--repeat` samples of ~1 ms of back-to-back launches, median reported. ``--tf32`` adds a
-separately labelled TF32 row (measured in a child process with CUPY_TF32=1, so the strict
-row is never affected); it is never the baseline.
+The references (steps/references.py): cuBLAS in strict fp32 (TF32 off: the baseline of every
+"% cuBLAS" column), cuBLAS TF32 (reduced precision, labelled, held to its own tolerance),
+TVM's default dlight schedule, and TVM's MetaSchedule replayed from the database committed for
+this GPU model. Each is checked against float64 and timed like the steps: CUDA events around
+back-to-back launches, a warm-up, ``--repeat`` samples of ~1 ms, the median, and the host time
+to submit one launch; a row whose host time is at least 70% of its GPU time is marked
+host-bound. ``--tune`` runs MetaSchedule's search on this GPU (``--trials`` candidates per
+size), writes ``schedules/tuned/metaschedule/<gpu>/``, then measures.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
-from . import cli, harness
+import schedules
+from schedules import ConfigError
+
+from . import cli, harness, references
+
+PROG = "python -m steps.cublas"
 
 
-def measure(sizes, repeat: int, seed, tf32: bool = False) -> list[tuple]:
-    rows = []
-    for size in sizes:
-        timing, err = harness.time_cublas(*size, repeat=repeat, seed=seed, tf32=tf32)
-        rows.append((size, timing, err))
-    return rows
-
-
-def format_rows(label: str, rows, tf32: bool = False) -> str:
-    lines = []
-    for size, timing, err in rows:
-        # TF32 is expected to miss the fp32 tolerance; say so rather than call it wrong.
-        ok = "" if err <= harness.TOLERANCE else ("  (TF32 precision)" if tf32 else "  WRONG")
-        lines.append(f"{label:<18} {cli._size(size):>16}  {timing.median_ms:>9.4f}  "
-                     f"{timing.gflops(*size):>8.0f}  {err:>8.1e}{ok}")
+def format_rows(measured: dict, shapes, refs, gpu_name: str) -> str:
+    """One line per reference and size: time, GFLOPS, % of cuBLAS fp32, error, host time."""
+    header = (f"{'reference':<34} {'size':>16}  {'median ms':>9}  {'GFLOPS':>8}  {'% cuBLAS':>8}  "
+              f"{'rel err':>8}  {'host us':>7}")
+    lines = [header, "-" * len(header)]
+    for ref in refs:
+        for size in shapes:
+            m = measured.get((ref.key, size))
+            name = references.label(ref, gpu_name)
+            if m is None:
+                continue
+            if not m.ok and m.median_ms is None:
+                lines.append(f"{name:<34} {cli._size(size):>16}  FAILED: {m.error}")
+                continue
+            base = measured.get((references.CUBLAS.key, size))
+            pct = f"{100 * m.gflops / base.gflops:.0f}%" if base is not None and base.ok and base.gflops else "-"
+            flag = cli.host_flag(m) + ("" if m.ok else f"  WRONG ({m.error})")
+            lines.append(f"{name:<34} {cli._size(size):>16}  {m.median_ms:>9.4f}  {m.gflops:>8.0f}  {pct:>8}  "
+                         f"{m.rel_err:>8.1e}  {m.host_us:>7.1f}{flag}")
+    lines.append(cli.HOST_LEGEND)
+    lines.append(f"TF32 rounds the inputs to 10-bit mantissas: its tolerance is {harness.TF32_TOLERANCE:g} "
+                 f"(fp32 rows: {harness.TOLERANCE:g}); it is never the baseline.")
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    prog = "python -m steps.cublas"
+def measure_all(refs, shapes, arch: str, gpu_name: str, repeat: int, seed=None, progress=None) -> dict:
+    """{(key, size): Measurement} for every reference that can run; notes the ones that cannot."""
+    measured = {}
+    runner = harness.KernelRunner(repeat=repeat, seed=seed)
     try:
-        p = cli.parser(prog, "cuBLAS SGEMM (TF32 off) timed like the ladder")
-        p.add_argument("--tf32", action="store_true", help="add a labelled TF32 row (never the baseline)")
-        p.add_argument("--_tf32-child", dest="tf32_child", action="store_true", help=cli.argparse.SUPPRESS)
+        for ref in refs:
+            for size in shapes:
+                why_not = references.available(ref, size, gpu_name)
+                if why_not:
+                    print(f"{references.label(ref, gpu_name)}: no row at {cli._size(size)}: {why_not}", file=sys.stderr)
+                    continue
+                m = references.measure(ref, size, runner, arch, gpu_name, repeat, seed)
+                measured[(ref.key, size)] = m
+                if progress is not None:
+                    progress(ref, size, m)
+    finally:
+        runner.close()
+    return measured
+
+
+def _references_arg(text: str):
+    try:
+        return references.parse_keys(text)
+    except ValueError as exc:
+        raise cli.argparse.ArgumentTypeError(str(exc)) from None
+
+
+def main(argv=None) -> int:
+    try:
+        p = cli.parser(PROG, __doc__.strip().splitlines()[0])
+        p.add_argument("--only", type=_references_arg, default=list(references.ALL), metavar="KEYS",
+                       help=f"which references: all (default) or a comma list of {', '.join(references.BY_KEY)}")
+        p.add_argument("--tune", action="store_true",
+                       help="re-tune MetaSchedule for these sizes on this GPU first (minutes per size)")
+        p.add_argument("--trials", type=cli._positive, default=None,
+                       help="MetaSchedule's measured candidates per size with --tune (default 128)")
         args = p.parse_args(argv)
+        if args.trials is not None and not args.tune:
+            raise cli.UsageError("--trials is for --tune")
+        shapes = cli.requested_shapes(args)
         if not harness.gpu_present():
-            raise cli.UsageError("cuBLAS timing needs a CUDA GPU and none was found")
-        if not harness.cublas_available():
-            raise cli.UsageError("CuPy is not installed: pip install -e \".[cublas]\"")
-    except cli.UsageError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+            raise cli.UsageError("the references are timed on a CUDA GPU and none was found")
+        arch = args.arch or harness.gpu_arch()
+        schedules.target(arch)
+    except (cli.UsageError, ConfigError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return cli.EXIT_USAGE
-    sizes = cli.requested_shapes(args)
-    if args.tf32_child:
-        print(format_rows("cuBLAS TF32", measure(sizes, args.repeat, args.seed, tf32=True), tf32=True))
-        return 0
     env = harness.environment()
+    if args.tune:
+        from . import metaschedule
+
+        trials = args.trials or metaschedule.DEFAULT_TRIALS
+        directory = metaschedule.tune(shapes, arch, trials, env, log=lambda s: print(s, file=sys.stderr, flush=True))
+        print(f"wrote {directory}", file=sys.stderr)
     print(f"{env.get('gpu')} (SM clock {env.get('sm_clock_mhz')} MHz, driver {env.get('driver')}), "
-          f"CuPy {env.get('cupy_version')}; median of {args.repeat} CUDA-event samples")
-    print(f"{'':<18} {'size':>16}  {'median ms':>9}  {'GFLOPS':>8}  {'rel err':>8}")
-    print(format_rows("cuBLAS fp32", measure(sizes, args.repeat, args.seed)), flush=True)
-    if args.tf32:
-        child = [sys.executable, "-m", "steps.cublas", "--_tf32-child", "--repeat", str(args.repeat)]
-        for M, N, K in sizes:
-            child += ["--shape", str(M), str(N), str(K)]
-        proc = subprocess.run(child, env={**os.environ, "CUPY_TF32": "1"}, capture_output=True, text=True)
-        print(proc.stdout.rstrip() if proc.returncode == 0 else f"TF32 row failed: {proc.stderr.strip()[-200:]}")
-        print("TF32 rounds the inputs to 10-bit mantissas: its error is shown, and it is not the baseline.")
-    return 0
+          f"TVM {env.get('tvm_version')}, CuPy {env.get('cupy_version')}; median of {args.repeat} CUDA-event samples")
+
+    def progress(ref, size, m):
+        print(f"  {references.label(ref, env.get('gpu'))} {cli._size(size)}: "
+              + (f"{m.gflops:.0f} GFLOPS" if m.ok else f"failed ({m.error})"), file=sys.stderr, flush=True)
+
+    measured = measure_all(args.only, shapes, arch, env.get("gpu"), args.repeat, args.seed, progress)
+    print(format_rows(measured, shapes, args.only, env.get("gpu")))
+    return 0 if all(m.ok for m in measured.values()) else cli.EXIT_FAILED
 
 
 if __name__ == "__main__":

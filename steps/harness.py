@@ -22,11 +22,32 @@ import numpy as np
 import schedules
 
 TOLERANCE = 1e-5
+# TF32 rounds the inputs to 10-bit mantissas (unit roundoff 2^-11): relative errors near 1e-3
+# against float64 at these sizes. A labelled bound for reduced-precision rows only; never
+# applied to an fp32 result.
+TF32_TOLERANCE = 5e-3
 TARGET_SAMPLE_MS = 1.0
+# Before any samples, the implementation runs back to back for this long: an idle H100 sits at
+# 345 MHz and needs tens of ms under load to reach its boost clock (measured: the first 30 ms of
+# cuBLAS samples after idle read 16.2 us at 512^3, the next ones 12.7 us).
+WARMUP_MS = 50.0
+# A timing is host-bound when submitting one launch takes at least this fraction of the GPU
+# time per launch: the GPU may then wait on the host between launches, and events around
+# back-to-back launches time the host. 70% leaves margin for jitter in the host's submissions.
+HOST_BOUND_FRACTION = 0.7
+HOST_PROBE_ROUNDS = 5
 
 
 def flops(M: int, N: int, K: int) -> int:
     return 2 * M * N * K
+
+
+def is_host_bound(host_us: float | None, gpu_ms: float | None) -> bool | None:
+    """Whether a launch's host submission time (µs) is at least HOST_BOUND_FRACTION of its GPU
+    time (ms); None when either is unknown (e.g. results saved before the guard existed)."""
+    if host_us is None or gpu_ms is None:
+        return None
+    return host_us >= HOST_BOUND_FRACTION * gpu_ms * 1e3
 
 
 @dataclass
@@ -36,9 +57,14 @@ class Timing:
     max_ms: float
     samples: int
     launches_per_sample: int
+    host_us: float | None = None  # host time to submit one launch (host_submit_us)
 
     def gflops(self, M: int, N: int, K: int) -> float:
         return flops(M, N, K) / (self.median_ms * 1e-3) / 1e9
+
+    @property
+    def host_bound(self) -> bool | None:
+        return is_host_bound(self.host_us, self.median_ms)
 
 
 @dataclass
@@ -54,10 +80,17 @@ class Measurement:
     gflops: float | None = None
     rel_err: float | None = None
     error: str | None = None  # set when the kernel failed to build, load, run or verify
+    host_us: float | None = None  # host time to submit one launch, µs
+    host_bound: bool | None = None  # host_us >= HOST_BOUND_FRACTION x the GPU time per launch
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def set_timing(self, timing: Timing) -> None:
+        self.median_ms, self.min_ms, self.max_ms = timing.median_ms, timing.min_ms, timing.max_ms
+        self.gflops = timing.gflops(self.M, self.N, self.K)
+        self.host_us, self.host_bound = timing.host_us, timing.host_bound
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -69,6 +102,25 @@ def summarize(samples_ms: list[float], number: int) -> Timing:
 
 def launches_per_sample(one_launch_ms: float) -> int:
     return max(1, math.ceil(TARGET_SAMPLE_MS / max(one_launch_ms, 1e-4)))
+
+
+def host_submit_us(submit, sync, gpu_ms: float, rounds: int = HOST_PROBE_ROUNDS, clock=time.perf_counter) -> float:
+    """Median host time, in µs, to submit one launch with ``submit()``.
+
+    Each round waits for the GPU (``sync()``), then times a run of submissions without waiting:
+    launches are asynchronous, so this is what the host spends per launch, whatever the GPU
+    does meanwhile. The run is long enough to average the timer out (5-50 launches, about 5 ms
+    of GPU work) and far below the depth of CUDA's launch queue, which would block it."""
+    launches = min(50, max(5, math.ceil(5.0 / max(gpu_ms, 1e-4))))
+    samples = []
+    for _ in range(rounds):
+        sync()
+        start = clock()
+        for _ in range(launches):
+            submit()
+        samples.append((clock() - start) / launches * 1e6)
+    sync()
+    return statistics.median(samples)
 
 
 def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
@@ -160,12 +212,22 @@ class KernelRunner:
         return relative_error(c.numpy(), ref)
 
     def time(self, lib, M: int, N: int, K: int) -> Timing:
+        """time_evaluator's CUDA-event samples, and the host-bound guard's submission time.
+
+        time_evaluator launches from a C++ loop; the guard times Python calls of the same
+        function (FFI call plus launch), which do more host work per launch than that loop:
+        an upper bound on its host time, so a kernel it passes is certainly not host-bound."""
         a, b = random_operands(M, N, K, self.rng)
         args = [self._tensor(a), self._tensor(b), self._tensor(np.zeros((M, N), np.float32))]
-        probe = lib.mod.time_evaluator("main", self.dev, number=3, repeat=1)(*args)  # warm-up
+        # Warm-up: back-to-back launches for WARMUP_MS (clocks up, caches warm), then a probe.
+        lib.mod.time_evaluator("main", self.dev, number=1, repeat=1, min_repeat_ms=int(WARMUP_MS))(*args)
+        probe = lib.mod.time_evaluator("main", self.dev, number=3, repeat=1)(*args)
         number = launches_per_sample(probe.mean * 1e3)
         result = lib.mod.time_evaluator("main", self.dev, number=number, repeat=self.repeat)(*args)
-        return summarize([r * 1e3 for r in result.results], number)
+        timing = summarize([r * 1e3 for r in result.results], number)
+        func = lib["main"]
+        timing.host_us = host_submit_us(lambda: func(*args), self.dev.sync, timing.median_ms)
+        return timing
 
     def measure(self, step, M: int, N: int, K: int, arch: str, config=None) -> Measurement:
         """Build, check and time one step at one size; failures become `error`, not exceptions.
@@ -206,10 +268,8 @@ class KernelRunner:
         except Exception as exc:  # load/launch failures (e.g. misaligned address) from TVM/CUDA
             m.error = _one_line(exc)
             return m
-        m.median_ms, m.min_ms, m.max_ms = timing.median_ms, timing.min_ms, timing.max_ms
-        m.gflops = timing.gflops(M, N, K)
-        if not m.rel_err <= TOLERANCE:
-            m.error = f"wrong result: relative error {m.rel_err:.3g} > {TOLERANCE:g}"
+        m.set_timing(timing)
+        check_error(m, TOLERANCE)
         return m
 
 
@@ -239,6 +299,13 @@ def _build(spec, M: int, N: int, K: int, arch: str, config):
     return schedules.build(spec, M, N, K, arch=arch, config=config)
 
 
+def check_error(m: Measurement, tolerance: float) -> Measurement:
+    """Mark a measurement wrong when its relative error is above `tolerance` (NaN included)."""
+    if m.error is None and not (m.rel_err is not None and m.rel_err <= tolerance):
+        m.error = f"wrong result: relative error {m.rel_err:.3g} > {tolerance:g}"
+    return m
+
+
 def _one_line(exc: BaseException) -> str:
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     # TVM puts the actual reason last, after the C++ traceback.
@@ -262,46 +329,171 @@ def time_numpy(M: int, N: int, K: int, repeat: int = 5, seed: int | None = None)
 
 
 def cublas_available() -> bool:
+    """CuPy (device memory, streams, graphs, events) and a loadable cuBLAS, on a GPU."""
     try:
         import cupy  # noqa: F401
 
+        _cublas_lib()
         return gpu_present()
     except Exception:
         return False
 
 
-def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = None,
-                tf32: bool = False) -> tuple[Timing, float]:
-    """cuBLAS SGEMM through CuPy with TF32 off (strict fp32): (timing, relative error).
+# cuBLAS enums (cublas_api.h, library_types.h): plain ints through ctypes.
+CUBLAS_OP_N = 0
+CUBLAS_DEFAULT_MATH = 0
+CUDA_R_32F = 0
+CUBLAS_COMPUTE_32F = 68  # strict fp32
+CUBLAS_COMPUTE_32F_FAST_TF32 = 77  # inputs rounded to TF32, tensor cores
+CUBLAS_GEMM_DEFAULT = -1
+CUBLAS_WORKSPACE_BYTES = 32 << 20  # NVIDIA's recommendation for Hopper; set once, so capture never allocates
 
-    Timed like the TVM kernels: CUDA events around `number` back-to-back launches per sample.
+_CUBLAS = None
+
+
+def _cublas_lib():
+    """libcublas through ctypes: the five entry points the baseline needs, nothing per call in
+    Python but the foreign call itself. Found by cuda-pathfinder (the nvidia-cublas wheel or the
+    CUDA toolkit), else by soname."""
+    global _CUBLAS
+    if _CUBLAS is not None:
+        return _CUBLAS
+    import ctypes
+
+    path = None
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        path = load_nvidia_dynamic_lib("cublas").abs_path
+    except Exception:
+        pass
+    lib = None
+    for name in ([path] if path else []) + ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        raise RuntimeError("libcublas not found (pip install nvidia-cublas, or a CUDA toolkit)")
+    p, i = ctypes.c_void_p, ctypes.c_int
+    for fn, args in (("cublasCreate_v2", [ctypes.POINTER(p)]), ("cublasDestroy_v2", [p]),
+                     ("cublasSetStream_v2", [p, p]), ("cublasSetWorkspace_v2", [p, p, ctypes.c_size_t]),
+                     ("cublasSetMathMode", [p, i]),
+                     ("cublasGemmEx", [p, i, i, i, i, i, p, p, i, i, p, i, i, p, p, i, i, i, i])):
+        getattr(lib, fn).argtypes = args
+        getattr(lib, fn).restype = i
+    _CUBLAS = lib
+    return lib
+
+
+def _cublas_check(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"{what} failed: cublasStatus_t {status}")
+
+
+class CublasGemm:
+    """``C = A @ B`` on row-major fp32 CuPy arrays: one ``cublasGemmEx`` per call, on `stream`.
+
+    A handle of our own (default math mode, a fixed 32 MiB workspace, bound to `stream` once),
+    called through ctypes. Row-major C = A B is column-major C^T = B^T A^T, which is cuBLAS's
+    (N, M, K) product of B and A as stored. ``tf32`` picks the compute type: strict fp32, or
+    inputs rounded to TF32 on tensor cores. Each call costs the host several µs inside cuBLAS
+    itself, as much as its kernels take at 512³, so ``time_cublas`` replays captured calls from a
+    CUDA graph (one host submission for ~1 ms of GEMMs) rather than calling in a loop.
     """
-    import os
 
-    if (os.environ.get("CUPY_TF32", "0") != "0") != tf32:
-        raise RuntimeError("CUPY_TF32 is set: cuBLAS would use TF32, not strict fp32" if not tf32
-                           else "a TF32 measurement needs CUPY_TF32=1 set before CuPy is imported")
+    def __init__(self, a, b, c, tf32: bool = False, stream=None):
+        import ctypes
+
+        import cupy as cp
+
+        (M, K), (_, N) = a.shape, b.shape
+        self.lib = _cublas_lib()
+        self.stream = stream if stream is not None else cp.cuda.Stream(non_blocking=True)
+        handle = ctypes.c_void_p()
+        _cublas_check(self.lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
+        self.handle = handle
+        self._workspace = cp.empty(CUBLAS_WORKSPACE_BYTES, dtype=cp.uint8)
+        _cublas_check(self.lib.cublasSetStream_v2(handle, ctypes.c_void_p(self.stream.ptr)), "cublasSetStream")
+        _cublas_check(self.lib.cublasSetWorkspace_v2(handle, ctypes.c_void_p(self._workspace.data.ptr),
+                                                     CUBLAS_WORKSPACE_BYTES), "cublasSetWorkspace")
+        _cublas_check(self.lib.cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")
+        self._scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta, on the host
+        alpha = self._scalars.ctypes.data
+        compute = CUBLAS_COMPUTE_32F_FAST_TF32 if tf32 else CUBLAS_COMPUTE_32F
+        self._args = (handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, alpha,
+                      b.data.ptr, CUDA_R_32F, N, a.data.ptr, CUDA_R_32F, K,
+                      alpha + 4, c.data.ptr, CUDA_R_32F, N, compute, CUBLAS_GEMM_DEFAULT)
+        self._keep = (a, b, c)
+
+    def __call__(self) -> None:
+        _cublas_check(self.lib.cublasGemmEx(*self._args), "cublasGemmEx")
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.lib.cublasDestroy_v2(self.handle)
+            self.handle = None
+
+
+def time_graph(call, stream, repeat: int) -> Timing:
+    """Kernel time of ``call()`` (work enqueued on `stream`), with the host out of the way.
+
+    ``number`` calls (~1 ms of GPU work, chosen from a probe of 3 plain calls) are captured in
+    a CUDA graph once; after ``WARMUP_MS`` of replays, each sample is CUDA events around one
+    replay, divided by ``number``. The host submits one graph per sample, so ``host_us`` (the guard's
+    submission time) is one replay's submission divided by ``number``."""
     import cupy as cp
 
-    a, b = random_operands(M, N, K, np.random.default_rng(seed))
-    da, db = cp.asarray(a), cp.asarray(b)
-    dc = cp.full((M, N), cp.nan, dtype=cp.float32)
-    cp.matmul(da, db, out=dc)
-    cp.cuda.Device().synchronize()
-    err = relative_error(cp.asnumpy(dc), a.astype(np.float64) @ b.astype(np.float64))
-
-    def sample(number: int) -> float:
+    def events_around(submit, number: int) -> float:
         start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(number):
-            cp.matmul(da, db, out=dc)
-        stop.record()
+        start.record(stream)
+        submit()
+        stop.record(stream)
         stop.synchronize()
         return cp.cuda.get_elapsed_time(start, stop) / number
 
-    number = launches_per_sample(sample(3))
-    samples = [sample(number) for _ in range(repeat)]
-    return summarize(samples, number), err
+    def three_calls():
+        for _ in range(3):
+            call()
+
+    number = launches_per_sample(events_around(three_calls, 3))
+    stream.begin_capture()
+    try:
+        for _ in range(number):
+            call()
+    finally:
+        graph = stream.end_capture()
+    replay = lambda: graph.launch(stream)  # noqa: E731
+    # Warm-up, as time_evaluator's: replays for WARMUP_MS (the first also uploads the graph).
+    for _ in range(max(1, math.ceil(WARMUP_MS / TARGET_SAMPLE_MS))):
+        replay()
+    stream.synchronize()
+    timing = summarize([events_around(replay, number) for _ in range(repeat)], number)
+    timing.host_us = host_submit_us(replay, stream.synchronize, timing.median_ms * number) / number
+    return timing
+
+
+def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = None,
+                tf32: bool = False) -> tuple[Timing, float]:
+    """cuBLAS GEMM, strict fp32 (or TF32 with ``tf32``): (timing, relative error vs float64).
+
+    Checked like the steps (fresh inputs, C poisoned with NaN, one plain call), then timed by
+    ``time_graph``.
+    """
+    import cupy as cp
+
+    a, b = random_operands(M, N, K, np.random.default_rng(seed))
+    gemm = CublasGemm(cp.asarray(a), cp.asarray(b), cp.full((M, N), cp.nan, dtype=cp.float32), tf32=tf32)
+    try:
+        gemm()
+        gemm.stream.synchronize()
+        err = relative_error(cp.asnumpy(gemm._keep[2]), a.astype(np.float64) @ b.astype(np.float64))
+        timing = time_graph(gemm, gemm.stream, repeat)
+    finally:
+        gemm.stream.synchronize()
+        gemm.close()
+    return timing, err
 
 
 # --- what the results are stamped with --------------------------------------------------

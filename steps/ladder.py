@@ -28,7 +28,7 @@ from pathlib import Path
 import schedules
 from schedules import ConfigError
 
-from . import cli, compare, harness, nvcc, results, roofline
+from . import cli, compare, harness, nvcc, references, results, roofline
 
 PROG = "python -m steps"
 
@@ -75,7 +75,19 @@ def parser() -> argparse.ArgumentParser:
                 action.help = text
     p.add_argument("--steps", type=parse_steps, default="all", metavar="RANGE",
                    help="which steps: all (default), 7, 3-6 or 1,4,7")
+    p.add_argument("--references", type=_references_arg, default=list(references.ALL), metavar="KEYS",
+                   help=f"reference rows: all (default), none, or a comma list of {', '.join(references.BY_KEY)} "
+                        "(cublas is the %% cuBLAS baseline)")
     return p
+
+
+def _references_arg(text: str):
+    if text.strip().lower() == "none":
+        return []
+    try:
+        return references.parse_keys(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def prior_of(step):
@@ -229,37 +241,42 @@ def _outcome(m: harness.Measurement) -> str:
     return f"FAILED ({m.error})"
 
 
-def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None = None):
-    """Time cuBLAS, then each step (and the first step's prior) once per size, in this process.
+def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None = None,
+                   refs=None, gpu_name: str | None = None):
+    """Time the references, then each step (and the first step's prior) once per size.
 
-    Returns (rows, cublas): rows maps (step number, size) to a cli.Row whose prior is the
-    step before it measured here (numpy for the first step); cublas maps size to GFLOPS."""
+    Returns (rows, measured_refs): rows maps (step number, size) to a cli.Row whose prior is
+    the step before it measured here (numpy for the first step) and whose % cuBLAS is against
+    the cuBLAS fp32 row of this run; measured_refs maps (reference key, size) to a Measurement
+    (steps/references.py; a reference that cannot run at a size has no entry, said once)."""
+    refs = list(references.ALL) if refs is None else list(refs)
     measured_steps = with_first_prior(steps)
-    with_cublas = harness.cublas_available()
     needs_numpy = prior_of(steps[0]) is None  # the first step's prior is numpy on the CPU
-    total = len(shapes) * (len(measured_steps) + int(with_cublas) + int(needs_numpy))
+    runnable = []
+    for ref in refs:
+        for size in shapes:
+            why_not = references.available(ref, size, gpu_name)
+            if why_not:
+                print(f"{references.label(ref, gpu_name)}: no row at {cli._size(size)}: {why_not}", file=sys.stderr)
+            else:
+                runnable.append((ref, size))
+    total = len(shapes) * (len(measured_steps) + int(needs_numpy)) + len(runnable)
     progress = progress or Progress(total)
     runner = harness.KernelRunner(repeat=args.repeat, seed=args.seed)
 
-    cublas: dict = {}
-    for size in shapes if with_cublas else ():
-        try:
-            timing, err = harness.time_cublas(*size, repeat=args.repeat, seed=args.seed)
-            if err <= harness.TOLERANCE:
-                cublas[size] = timing.gflops(*size)
-                progress.report(f"cuBLAS {cli._size(size)}", f"{cublas[size]:.0f} GFLOPS")
-            else:
-                progress.report(f"cuBLAS {cli._size(size)}", f"wrong result (relative error {err:.3g}), not used")
-        except Exception as exc:
-            progress.report(f"cuBLAS {cli._size(size)}", f"FAILED ({harness._one_line(exc)})")
-
-    numpy_gflops: dict = {}
-    for size in shapes if needs_numpy else ():
-        numpy_gflops[size] = harness.time_numpy(*size, seed=args.seed).gflops(*size)
-        progress.report(f"numpy (CPU) {cli._size(size)}", f"{numpy_gflops[size]:.0f} GFLOPS")
-
+    measured_refs: dict = {}
     measurements: dict = {}
+    numpy_gflops: dict = {}
     try:
+        for ref, size in runnable:
+            m = references.measure(ref, size, runner, arch, gpu_name, args.repeat, args.seed)
+            measured_refs[(ref.key, size)] = m
+            progress.report(f"{references.label(ref, gpu_name)} {cli._size(size)}", _outcome(m))
+
+        for size in shapes if needs_numpy else ():
+            numpy_gflops[size] = harness.time_numpy(*size, seed=args.seed).gflops(*size)
+            progress.report(f"numpy (CPU) {cli._size(size)}", f"{numpy_gflops[size]:.0f} GFLOPS")
+
         for step in measured_steps:
             for size in shapes:
                 m = compare.measure_safely(runner, step, size, arch, configs[(step.number, size)])
@@ -279,18 +296,29 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
             else:
                 p = measurements[(prior.number, size)]
                 row.prior_gflops = p.gflops if p.ok else None
-            row.cublas_gflops = cublas.get(size)
+            base = measured_refs.get((references.CUBLAS.key, size))
+            if base is not None and base.ok:
+                row.cublas_gflops, row.cublas_host_bound = base.gflops, base.host_bound
             rows[(step.number, size)] = row
-    return rows, cublas
+    return rows, measured_refs
 
 
-def format_ladder_table(steps, shapes, rows: dict, cublas: dict) -> str:
-    """One row per step; per size GFLOPS, × prior, % cuBLAS; a cuBLAS row when it was timed."""
-    name_width = max([len(f"{s.number}. {s.name}") for s in steps] + [len("cuBLAS (TF32 off)")])
-    cell = 26  # GFLOPS (8) + x prior (8) + % cuBLAS (8) + 2 spaces
+def _cell_gflops(m: harness.Measurement) -> str:
+    return f"{m.gflops:.0f}" + (cli.HOST_MARK if m.host_bound else "")
+
+
+def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name: str | None = None) -> str:
+    """One row per step; per size GFLOPS, × prior, % cuBLAS; then one row per reference timed.
+
+    A host-bound number carries cli.HOST_MARK (and the legend is printed)."""
+    ref_rows = [r for r in references.ALL if any((r.key, s) in measured_refs for s in shapes)]
+    labels = [f"{s.number}. {s.name}" for s in steps] + [references.label(r, gpu_name) for r in ref_rows]
+    name_width = max(len(x) for x in labels + ["step"])
+    cell = 27  # GFLOPS (9) + x prior (7) + % cuBLAS (7) + 2-space gaps
     top = f"{'':<{name_width}}" + "".join(f"  {cli._size(size):^{cell}}" for size in shapes)
-    sub = f"{'step':<{name_width}}" + f"  {'GFLOPS':>8}  {'x prior':>7}  {'% cuBLAS':>7}" * len(shapes)
+    sub = f"{'step':<{name_width}}" + f"  {'GFLOPS':>9}  {'x prior':>7}  {'% cuBLAS':>7}" * len(shapes)
     lines = [top, sub, "-" * len(sub)]
+    flagged = False
     for step in steps:
         cells = []
         for size in shapes:
@@ -299,17 +327,33 @@ def format_ladder_table(steps, shapes, rows: dict, cublas: dict) -> str:
             if not m.ok:
                 cells.append(f"  {'FAILED':>{cell}}")
                 continue
+            flagged = flagged or bool(m.host_bound)
             speed = f"{r.speedup:.2f}x" if r.speedup else "-"
             pct = f"{r.pct_cublas:.0f}%" if r.pct_cublas else "-"
-            cells.append(f"  {m.gflops:>8.0f}  {speed:>7}  {pct:>7}")
+            cells.append(f"  {_cell_gflops(m):>9}  {speed:>7}  {pct:>7}")
         lines.append(f"{f'{step.number}. {step.name}':<{name_width}}" + "".join(cells))
-    if cublas:
-        cells = "".join(f"  {cublas[s]:>8.0f}  {'':>7}  {'100%':>7}" if s in cublas else f"  {'-':>8}{'':>18}"
-                        for s in shapes)
-        lines.append(f"{'cuBLAS (TF32 off)':<{name_width}}" + cells)
+    for ref in ref_rows:
+        cells = []
+        for size in shapes:
+            m = measured_refs.get((ref.key, size))
+            base = measured_refs.get((references.CUBLAS.key, size))
+            if m is None:
+                cells.append(f"  {'-':>9}{'':>18}")
+            elif not m.ok:
+                cells.append(f"  {'FAILED':>{cell}}")
+            else:
+                flagged = flagged or bool(m.host_bound)
+                pct = f"{100 * m.gflops / base.gflops:.0f}%" if base is not None and base.ok else "-"
+                cells.append(f"  {_cell_gflops(m):>9}  {'':>7}  {pct:>7}")
+        lines.append(f"{references.label(ref, gpu_name):<{name_width}}" + "".join(cells))
     first = rows[(steps[0].number, shapes[0])]
     lines.append(f"x prior: against the step before, measured in this run (step {steps[0].number}'s: "
-                 f"{first.prior_name}); GFLOPS = 2*M*N*K / median time")
+                 f"{first.prior_name}); GFLOPS = 2*M*N*K / median time; % cuBLAS: of cuBLAS fp32 in this run")
+    if any(r.key == references.CUBLAS_TF32.key for r in ref_rows):
+        lines.append(f"cuBLAS TF32 is reduced precision (tolerance {harness.TF32_TOLERANCE:g}, not 1e-5): "
+                     "shown for the tensor-core steps, never a baseline for fp32")
+    if flagged:
+        lines.append(cli.HOST_LEGEND)
     return "\n".join(lines)
 
 
@@ -319,8 +363,9 @@ def run(steps, shapes, configs, arch, args, before: dict | None = None) -> int:
           f"{env.get('gpu')} ({env.get('sm_count')} SMs, driver {env.get('driver')}), TVM {env['tvm_version']}, "
           f"arch {arch}, median of {args.repeat} CUDA-event samples")
     started = time.monotonic()
-    rows, cublas = measure_ladder(steps, shapes, configs, arch, args)
-    print(format_ladder_table(steps, shapes, rows, cublas))
+    rows, measured_refs = measure_ladder(steps, shapes, configs, arch, args, refs=args.references,
+                                         gpu_name=env.get("gpu"))
+    print(format_ladder_table(steps, shapes, rows, measured_refs, env.get("gpu")))
     failed = [r for r in rows.values() if not r.measurement.ok]
     for (number, size), r in rows.items():
         if not r.measurement.ok:
@@ -329,7 +374,7 @@ def run(steps, shapes, configs, arch, args, before: dict | None = None) -> int:
     if before is not None:
         dropped = print_comparisons(steps, shapes, rows, before)
     if args.save:
-        save(steps, shapes, rows, args, arch)
+        save(steps, shapes, rows, args, arch, measured_refs)
     print(f"ladder measured in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return cli.EXIT_FAILED if failed or dropped else 0
 
@@ -368,8 +413,8 @@ def print_comparisons(steps, shapes, rows, before: dict) -> bool:
 # --- --save: step files, ladder.csv, machine.json, plots, README table -------------------------
 
 
-CSV_FIELDS = ("gpu", "step", "name", "M", "N", "K", "gflops", "median_ms", "min_ms", "max_ms",
-              "speedup_vs_prior", "prior", "cublas_gflops", "pct_cublas", "rel_err", "global_bytes",
+CSV_FIELDS = ("gpu", "step", "name", "M", "N", "K", "gflops", "median_ms", "min_ms", "max_ms", "host_us",
+              "host_bound", "speedup_vs_prior", "prior", "cublas_gflops", "pct_cublas", "rel_err", "global_bytes",
               "intensity_flop_per_byte", "expected_regression", "config", "date")
 
 
@@ -386,7 +431,8 @@ def ladder_csv(gpu_dir: Path) -> str:
             writer.writerow({
                 "gpu": doc["environment"]["gpu"], "step": doc["step"], "name": doc["name"],
                 "M": M, "N": N, "K": K, "gflops": _num(r["gflops"]), "median_ms": _num(r["median_ms"]),
-                "min_ms": _num(r["min_ms"]), "max_ms": _num(r["max_ms"]),
+                "min_ms": _num(r["min_ms"]), "max_ms": _num(r["max_ms"]), "host_us": _num(r.get("host_us")),
+                "host_bound": "" if r.get("host_bound") is None else int(r["host_bound"]),
                 "speedup_vs_prior": _num(r["speedup_vs_prior"]), "prior": r["prior"]["name"],
                 "cublas_gflops": _num(r["cublas_gflops"]), "pct_cublas": _num(r["pct_cublas"]),
                 "rel_err": _num(r["rel_err"]), "global_bytes": nbytes,
@@ -409,12 +455,18 @@ def _num(value) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
-def save(steps, shapes, rows, args, arch) -> None:
-    """Write what passed, atomically; then the CSV, the measured roofs, plots and README table."""
+def save(steps, shapes, rows, args, arch, measured_refs: dict | None = None) -> None:
+    """Write what passed, atomically; then the references, the CSV, the measured roofs, plots
+    and the README table."""
     from . import plot, table
 
     env = harness.environment()  # now that the GPU is warm: clocks under load
     gpu_dir = Path(args.results_dir) / results.gpu_slug(env["gpu"])
+    if measured_refs:
+        doc = references.document(measured_refs, env, args.repeat, env["gpu"])
+        if doc["references"]:
+            references.save(gpu_dir / "references.json", doc)
+            print(f"saved {gpu_dir / 'references.json'}")
     for step in steps:
         step_rows = [rows[(step.number, size)] for size in shapes]
         if not all(r.measurement.ok for r in step_rows):

@@ -1,14 +1,20 @@
 """Result files: ``results/<gpu-slug>/stepN.json``, written atomically, read by tests and plots.
 
-Schema (version 1)::
+Schema (version 2)::
 
-    {"schema": 1, "step": 4, "name": "...", "idea": "...",
+    {"schema": 2, "step": 4, "name": "...", "idea": "...",
      "environment": {gpu, sm_count, driver, sm_clock_mhz, ..., cuda_runtime, tvm_version, date},
-     "method": {"timer": ..., "repeat": 30, "tolerance": 1e-05},
+     "method": {"timer": ..., "repeat": 30, "tolerance": 1e-05, "host_bound": ...},
      "results": [{"M", "N", "K", "config": {...}, "median_ms", "min_ms", "max_ms", "gflops",
-                  "rel_err", "prior": {"name", "gflops"}, "speedup_vs_prior",
-                  "cublas_gflops", "pct_cublas"}, ...],
+                  "rel_err", "host_us", "host_bound", "prior": {"name", "gflops"},
+                  "speedup_vs_prior", "cublas_gflops", "cublas_host_bound", "pct_cublas"}, ...],
      "expected_regression": {"2048": "why step N is slower than step N-1 there"}}
+
+``host_us`` is the host time to submit one launch and ``host_bound`` whether it reached 70% of
+the GPU time per launch (harness.is_host_bound); ``cublas_host_bound`` the same for the cuBLAS
+row of that size. Version 1 files (before the guard, cuBLAS timed through ``cupy.matmul``)
+still load: their rows have no guard, so ``host_bound`` reads as unknown (None) and the
+regression gates refuse them like host-bound rows.
 
 ``expected_regression`` (size -> reason) is copied from the step module's
 ``EXPECTED_REGRESSION``; files written before it existed lack it and still load.
@@ -22,10 +28,12 @@ import re
 import tempfile
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 REQUIRED_ROW_KEYS = ("M", "N", "K", "config", "median_ms", "min_ms", "max_ms", "gflops", "rel_err",
                      "prior", "speedup_vs_prior", "cublas_gflops", "pct_cublas")
+GUARD_ROW_KEYS = ("host_us", "host_bound", "cublas_host_bound")  # required from schema 2 on
 
 
 class ResultsError(ValueError):
@@ -43,7 +51,7 @@ def step_path(results_dir: Path, gpu_name: str, step_number: int) -> Path:
 
 
 def validate(doc: dict) -> dict:
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_VERSION:
+    if not isinstance(doc, dict) or doc.get("schema") not in READABLE_SCHEMAS:
         raise ResultsError(f"not a schema-{SCHEMA_VERSION} results document")
     for key in ("step", "name", "environment", "method", "results"):
         if key not in doc:
@@ -53,7 +61,8 @@ def validate(doc: dict) -> dict:
     if not doc["results"]:
         raise ResultsError("results document has no rows")
     for row in doc["results"]:
-        missing = [k for k in REQUIRED_ROW_KEYS if k not in row]
+        required = REQUIRED_ROW_KEYS + (GUARD_ROW_KEYS if doc["schema"] >= 2 else ())
+        missing = [k for k in required if k not in row]
         if missing:
             raise ResultsError(f"result row lacks {', '.join(missing)}")
         if not (isinstance(row["gflops"], (int, float)) and row["gflops"] > 0):
@@ -116,6 +125,18 @@ def load_gpu_dir(gpu_dir: Path) -> list[dict]:
     """Every results/<gpu>/stepN.json in one folder, validated, in step order."""
     paths = [p for p in Path(gpu_dir).glob("step*.json") if re.fullmatch(r"step\d+\.json", p.name)]
     return sorted((load(p) for p in paths), key=lambda d: d["step"])
+
+
+def not_comparable(row: dict | None) -> str | None:
+    """Why a saved row cannot be held against a new measurement (a regression gate, --compare),
+    or None when it can: a host-bound or unguarded number times the host, not the kernel."""
+    if row is None:
+        return None
+    if "host_bound" not in row or row["host_bound"] is None:
+        return "saved before the host-bound guard (schema 1): not known to be kernel time"
+    if row["host_bound"]:
+        return f"saved as host-bound (host {row['host_us']:.1f} us per launch vs {row['median_ms'] * 1e3:.1f} us GPU)"
+    return None
 
 
 def row_for(doc: dict, M: int, N: int, K: int) -> dict | None:

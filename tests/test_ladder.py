@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import schedules
-from steps import cli, compare, harness, ladder, nvcc, results, roofline
+from steps import cli, compare, harness, ladder, nvcc, references, results, roofline
 
 from .checks import one_line_error
 
@@ -168,7 +168,8 @@ def test_ladder_table_from_fake_measurements():
         (3, sizes[0]): _row(s3, sizes[0], 300.0, prior_gflops=3000.0, cublas=4000.0),
         (3, sizes[1]): _row(s3, sizes[1], 400.0, prior_gflops=None, cublas=8000.0),
     }
-    text = ladder.format_ladder_table([s1, s2, s3], sizes, rows, {sizes[0]: 4000.0, sizes[1]: 8000.0})
+    cublas = {(references.CUBLAS.key, size): _timed(size, g) for size, g in zip(sizes, (4000.0, 8000.0))}
+    text = ladder.format_ladder_table([s1, s2, s3], sizes, rows, cublas)
     lines = text.splitlines()
     assert "256x256x256" in lines[0] and "512x512x512" in lines[0]
     assert lines[1].count("GFLOPS") == 2 and lines[1].count("x prior") == 2
@@ -178,9 +179,35 @@ def test_ladder_table_from_fake_measurements():
     assert step2[3:6] == ["3000", "3.00x", "75%"] and step2[-1] == "FAILED"
     step3 = next(line for line in lines if line.startswith("3. shared memory")).split()
     assert step3[3:9] == ["300", "0.10x", "8%", "400", "-", "5%"]  # no prior -> no ratio
-    cublas = next(line for line in lines if line.startswith("cuBLAS")).split()
-    assert "4000" in cublas and "8000" in cublas
-    assert "numpy (CPU)" in lines[-1]
+    cublas = next(line for line in lines if line.startswith("cuBLAS fp32")).split()
+    assert "4000" in cublas and "8000" in cublas and cublas.count("100%") == 2
+    assert any("numpy (CPU)" in line for line in lines)
+    assert cli.HOST_MARK not in text  # nothing host-bound: no marker, no legend
+
+
+def _timed(size, gflops, host_us=1.0, error=None):
+    """A measured row of `gflops`, whose host submission took `host_us` per launch."""
+    m = harness.Measurement(*size, rel_err=1e-7, error=error)
+    median = harness.flops(*size) / (gflops * 1e9) * 1e3
+    m.set_timing(harness.Timing(median, median, median, 10, 1, host_us=host_us))
+    return m
+
+
+def test_ladder_table_marks_host_bound_cells_and_lists_the_references():
+    s1 = schedules.get_step(1)
+    size = (512, 512, 512)
+    bound = _timed(size, 1000.0, host_us=1e9)  # a host far slower than the kernel
+    rows = {(1, size): cli.Row(size, bound, s1.default_config(*size), "numpy (CPU)", prior_gflops=100.0)}
+    refs = {(references.CUBLAS.key, size): _timed(size, 4000.0),
+            (references.DLIGHT.key, size): _timed(size, 2000.0),
+            (references.CUBLAS_TF32.key, size): _timed(size, 16000.0)}
+    lines = ladder.format_ladder_table([s1], [size], rows, refs).splitlines()
+    step1 = next(line for line in lines if line.startswith("1. tiled grid")).split()
+    assert step1[3] == f"1000{cli.HOST_MARK}"
+    assert next(line for line in lines if line.startswith("TVM dlight")).split()[-2:] == ["2000", "50%"]
+    assert next(line for line in lines if line.startswith("cuBLAS TF32")).split()[-2:] == ["16000", "400%"]
+    assert any("reduced precision" in line and "tolerance" in line for line in lines)
+    assert lines[-1] == cli.HOST_LEGEND
 
 
 # --- the GPU path, with the harness faked -----------------------------------------------------------
@@ -192,11 +219,15 @@ class FakeRunner:
     calls: list = []
     failures: dict = {}  # (step number, M) -> error text
     gflops: dict = {}  # step number -> GFLOPS override
+    host_us: dict = {}  # step number -> host time per launch override (µs)
 
     def __init__(self, repeat=30, seed=None):
         self.repeat = repeat
 
     def measure(self, step, M, N, K, arch, config=None):
+        if isinstance(step, str):  # a reference's builder (dlight, MetaSchedule)
+            FakeRunner.calls.append((step, M))
+            return _timed((M, N, K), 500.0)
         FakeRunner.calls.append((step.number, M))
         m = harness.Measurement(M, N, K)
         error = FakeRunner.failures.get((step.number, M))
@@ -206,12 +237,14 @@ class FakeRunner:
         m.gflops = FakeRunner.gflops.get(step.number, 1000.0 * step.number)
         m.median_ms = harness.flops(M, N, K) / (m.gflops * 1e9) * 1e3
         m.min_ms, m.max_ms, m.rel_err = m.median_ms * 0.99, m.median_ms * 1.01, 3e-7
+        m.host_us = FakeRunner.host_us.get(step.number, 0.0)
+        m.host_bound = harness.is_host_bound(m.host_us, m.median_ms)
         return m
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    FakeRunner.calls, FakeRunner.failures, FakeRunner.gflops = [], {}, {}
+    FakeRunner.calls, FakeRunner.failures, FakeRunner.gflops, FakeRunner.host_us = [], {}, {}, {}
     env = {"gpu": "NVIDIA Fake G100", "date": "2026-12-01T00:00:00+00:00", "tvm_version": "0.27",
            "sm_count": 100, "compute_capability": "9.0", "sm_clock_mhz": "1500", "driver": "1.0"}
     monkeypatch.setattr(harness, "gpu_present", lambda: True)
@@ -220,7 +253,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(harness, "KernelRunner", FakeRunner)
     monkeypatch.setattr(harness, "environment", lambda: dict(env))
     monkeypatch.setattr(harness, "time_cublas",
-                        lambda M, N, K, repeat=30, seed=None: (harness.Timing(1.0, 1.0, 1.0, 1, 1), 1e-7))
+                        lambda M, N, K, repeat=30, seed=None, tf32=False: (harness.Timing(1.0, 1.0, 1.0, 1, 1, 1.0), 1e-7))
     monkeypatch.setattr(harness, "time_numpy", lambda M, N, K, repeat=5, seed=None: harness.Timing(1.0, 1.0, 1.0, 1, 1))
     bandwidth = {"bandwidth_gbs": 3000.0, "bytes_per_launch": 2, "median_ms": 1.0, "min_ms": 1.0, "max_ms": 1.0,
                  "method": "fake copy"}
@@ -234,17 +267,25 @@ def test_ladder_run_saves_what_passed(fake_gpu, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 1  # step 2 failed at 512
     # each step once per size, in this process; no extra prior for a range starting at step 1
-    assert sorted(FakeRunner.calls) == [(n, m) for n in (1, 2, 3) for m in (256, 512)]
+    assert sorted(c for c in FakeRunner.calls if isinstance(c[0], int)) == [(n, m) for n in (1, 2, 3) for m in (256, 512)]
+    # TVM's references go through the same runner; MetaSchedule has no database for this GPU
+    assert sorted(c for c in FakeRunner.calls if isinstance(c[0], str)) == [
+        (references.DLIGHT.builder, 256), (references.DLIGHT.builder, 512)]
+    assert "TVM MetaSchedule (tuned): no row at 256x256x256: not tuned for nvidia-fake-g100" in err
     progress = [line for line in err.splitlines() if line.startswith("[")]
-    total = 2 * (3 + 1 + 1)  # sizes x (steps + cuBLAS + numpy)
+    total = 2 * (3 + 1 + 3)  # sizes x (steps + numpy + cuBLAS fp32, cuBLAS TF32, dlight)
     assert len(progress) == total and progress[-1].startswith(f"[{total}/{total}]")
     assert any("step 2 512x512x512: FAILED (wrong result" in line for line in progress)
     assert "FAILED step 2 512x512x512" in err and "step 2 not saved" in err
 
     gpu_dir = tmp_path / "nvidia-fake-g100"
     assert sorted(p.name for p in gpu_dir.iterdir()) == [
-        "gflops.png", "ladder.csv", "machine.json", "pct_cublas.png", "roofline.png", "speedup.png",
-        "step1.json", "step3.json"]
+        "gflops.png", "ladder.csv", "machine.json", "pct_cublas.png", "references.json", "roofline.png",
+        "speedup.png", "step1.json", "step3.json"]
+    refs = references.load(gpu_dir)
+    assert [e["key"] for e in refs["references"]] == ["cublas", "cublas_tf32", "dlight"]
+    dlight = references.row(refs, "dlight", (256, 256, 256))
+    assert dlight["gflops"] == pytest.approx(500.0) and dlight["host_bound"] is False
     step3 = results.load(gpu_dir / "step3.json")
     assert step3["expected_regression"] == results.expected_regressions(schedules.get_step(3).module)
     row = results.row_for(step3, 256, 256, 256)
@@ -272,7 +313,8 @@ def test_ladder_run_saves_what_passed(fake_gpu, tmp_path, capsys):
 
 
 def test_ladder_range_measures_the_first_prior_but_saves_only_the_range(fake_gpu, tmp_path):
-    code = ladder.main(["--steps", "3-4", "--sizes", "256", "--save", "--results-dir", str(tmp_path)])
+    code = ladder.main(["--steps", "3-4", "--sizes", "256", "--save", "--results-dir", str(tmp_path),
+                        "--references", "cublas"])
     assert code == 0
     assert FakeRunner.calls == [(2, 256), (3, 256), (4, 256)]
     gpu_dir = tmp_path / "nvidia-fake-g100"
@@ -298,6 +340,19 @@ def test_ladder_compare_flags_a_drop(fake_gpu, tmp_path, capsys):
     assert "5000" in step5 and "4000" in step5 and "0.800x" in step5 and "DROP > 15%" in step5
     step4 = out[out.index("step 4 (cooperative fetch): before"):out.index("step 5 (registers): before")]
     assert "1.000x" in step4 and "DROP" not in step4
+
+
+def test_compare_refuses_a_host_bound_measurement(fake_gpu, tmp_path, capsys):
+    """The gate's other side: a drop measured while host-bound is not a kernel-time drop."""
+    assert ladder.main(["--steps", "5", "--sizes", "256", "--save", "--results-dir", str(tmp_path)]) == 0
+    FakeRunner.gflops = {5: 4000.0}  # -20%, but ...
+    FakeRunner.host_us = {5: 1e6}  # ... the host took far longer than the kernel per launch
+    code = ladder.main(["--steps", "5", "--sizes", "256", "--compare", str(tmp_path / "nvidia-fake-g100")])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.strip().startswith("256x256x256") and "not compared" in line)
+    assert "host-bound now" in line and "DROP" not in line
+    assert f"4000{cli.HOST_MARK}" in out and cli.HOST_LEGEND in out
 
 
 def test_save_without_bandwidth_still_saves_steps_and_skips_roofline(fake_gpu, tmp_path, monkeypatch, capsys):

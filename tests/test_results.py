@@ -9,14 +9,15 @@ from steps import results
 
 def _doc(**overrides):
     doc = {
-        "schema": 1, "step": 4, "name": "cooperative fetch", "idea": "x",
+        "schema": 2, "step": 4, "name": "cooperative fetch", "idea": "x",
         "environment": {"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-21T00:00:00+00:00"},
         "method": {"repeat": 30},
         "results": [{
             "M": 512, "N": 512, "K": 512, "config": {"block_m": 64}, "median_ms": 0.02,
             "min_ms": 0.019, "max_ms": 0.03, "gflops": 13000.0, "rel_err": 4e-7,
+            "host_us": 3.0, "host_bound": False,
             "prior": {"name": "step 3", "gflops": 200.0}, "speedup_vs_prior": 65.0,
-            "cublas_gflops": None, "pct_cublas": None,
+            "cublas_gflops": None, "cublas_host_bound": None, "pct_cublas": None,
         }],
     }
     doc.update(overrides)
@@ -42,7 +43,7 @@ def test_write_and_load_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("bad", [
-    {"schema": 2},
+    {"schema": 3},
     {"results": []},
     {"environment": {"gpu": "x"}},
 ])
@@ -86,3 +87,22 @@ def test_committed_results_follow_the_schema():
     files = sorted(results.RESULTS_DIR.glob("*/step*.json"))
     for f in files:
         results.load(f)
+
+
+def test_schema_2_rows_must_carry_the_guard_and_schema_1_still_loads():
+    doc = _doc()
+    del doc["results"][0]["host_bound"]
+    with pytest.raises(results.ResultsError, match="host_bound"):
+        results.validate(doc)
+    old = _doc(schema=1)  # saved before the guard existed: loads, but is not comparable
+    del old["results"][0]["host_us"], old["results"][0]["host_bound"], old["results"][0]["cublas_host_bound"]
+    row = results.validate(old)["results"][0]
+    assert "schema 1" in results.not_comparable(row)
+
+
+def test_not_comparable_refuses_host_bound_rows():
+    row = _doc()["results"][0]
+    assert results.not_comparable(row) is None
+    assert results.not_comparable(None) is None
+    row.update(host_bound=True, host_us=18.0)
+    assert "host-bound" in results.not_comparable(row) and "18.0 us" in results.not_comparable(row)

@@ -1,0 +1,104 @@
+"""TVM's own schedules for the same matmul: the reference rows the ladder is read against.
+
+- **dlight** (``tvm.s_tir.dlight``): TVM's default GPU schedule rules, ``gpu.Matmul()`` then
+  ``gpu.Fallback()``, applied to the unscheduled matmul with no tuning. What a TVM user gets
+  from a model compiled with the default pipeline.
+- **MetaSchedule** (``tvm.s_tir.meta_schedule``): TVM's auto-scheduler, tuned on the GPU once
+  per GPU model and size by ``python -m steps.cublas --tune`` (steps/metaschedule.py). The best
+  schedule per size is committed as a small JSON database under
+  ``schedules/tuned/metaschedule/<gpu-slug>/``; building replays it, so no run re-tunes.
+
+Pure IR, like the steps: nothing here touches a GPU; the only files read are the committed
+databases. Both builders have the signature of a ``harness`` kernel builder,
+``(M, N, K, arch, config)``, so the worker process builds them like any step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tvm
+from tvm.target import Target
+
+from .config import ConfigError, check_sizes
+from .matmul import matmul
+
+METASCHEDULE_DIR = Path(__file__).resolve().parent / "tuned" / "metaschedule"
+
+
+def _target(arch: str) -> Target:
+    from . import target  # the registry's arch check
+
+    return target(arch)
+
+
+def tuning_target(arch: str = "sm_90") -> Target:
+    """The target MetaSchedule tunes for: the arch plus the limits its rules read (TVM's plain
+    cuda target has none). 48 KB of shared memory: static shared memory, as dlight uses."""
+    _target(arch)
+    return Target({"kind": "cuda", "arch": arch, "max_threads_per_block": 1024,
+                   "max_shared_memory_per_block": 48 * 1024, "thread_warp_size": 32,
+                   "registers_per_block": 65536})
+
+
+def dlight_module(M: int, N: int, K: int, arch: str = "sm_90") -> tvm.IRModule:
+    """The matmul scheduled by dlight's default GPU rules for this arch."""
+    from tvm.s_tir import dlight as dl
+
+    check_sizes(M, N, K)
+    mod = tvm.IRModule({"main": matmul(M, N, K)})
+    with _target(arch):
+        return dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.Fallback())(mod)
+
+
+def build_dlight(M: int, N: int, K: int, arch: str = "sm_90", config=None):
+    """Compiled dlight kernel; ``main(A, B, C)`` like a step. `config` is unused."""
+    return tvm.compile(dlight_module(M, N, K, arch), target=_target(arch))
+
+
+def database_dir(gpu_slug: str, root: Path = METASCHEDULE_DIR) -> Path:
+    return Path(root) / gpu_slug
+
+
+def _database(directory: Path):
+    from tvm.s_tir import meta_schedule as ms
+
+    workload, records = directory / "database_workload.json", directory / "database_tuning_record.json"
+    if not (workload.exists() and records.exists()):
+        return None
+    return ms.database.JSONDatabase(path_workload=str(workload), path_tuning_record=str(records),
+                                    allow_missing=False)
+
+
+def metaschedule_schedule(M: int, N: int, K: int, directory: Path, arch: str = "sm_90"):
+    """The committed MetaSchedule schedule for M x N x K in `directory`, or None if not tuned."""
+    from tvm.s_tir import meta_schedule as ms
+
+    check_sizes(M, N, K)
+    db = _database(Path(directory))
+    if db is None:
+        return None
+    return ms.tir_integration.compile_tir(db, matmul(M, N, K), tuning_target(arch))
+
+
+def tuned_sizes(directory: Path) -> list[tuple[int, int, int]]:
+    """The (M, N, K) a committed database holds a schedule for (read from its workloads)."""
+    db = _database(Path(directory))
+    if db is None:
+        return []
+    sizes = []
+    for record in db.get_all_tuning_records():
+        a, b = record.args_info[:2]  # A (M, K), B (K, N)
+        (M, K), N = (int(d) for d in a.shape), int(b.shape[1])
+        sizes.append((M, N, K))
+    return sorted(set(sizes))
+
+
+def build_metaschedule(M: int, N: int, K: int, arch: str = "sm_90", config=None):
+    """Compiled MetaSchedule kernel replayed from the database folder `config` (a path)."""
+    if config is None:
+        raise ConfigError("a MetaSchedule build needs the database folder of a GPU model")
+    sch = metaschedule_schedule(M, N, K, Path(config), arch)
+    if sch is None:
+        raise ConfigError(f"no MetaSchedule record for {M}x{N}x{K} in {config}; tune with python -m steps.cublas --tune")
+    return tvm.compile(sch.mod, target=_target(arch))
