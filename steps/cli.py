@@ -19,8 +19,11 @@ import schedules
 from schedules import ConfigError
 
 from . import harness, nvcc, results
+from .pipes import quiet_broken_pipe  # every CLI's main: quiet when stdout's reader has gone
 
 DEFAULT_SIZES = (512, 1024, 2048)
+DEFAULT_REPEAT = 30
+DEFAULT_ARCH = "sm_90"  # without a GPU
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -44,28 +47,92 @@ def _positive(text: str) -> int:
     return value
 
 
-def parser(prog: str, description: str) -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", type=_positive, nargs="+", default=None, metavar="N",
-                   help="square problem sizes M=N=K (default: 512 1024 2048)")
+def _seed(text: str) -> int:
+    """A seed numpy's default_rng takes: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+# The parsers are built from pieces, so each CLI lists only the options it honours:
+# steps.stepN = parser + add_run_options; steps (the ladder) the same without --explain;
+# steps.sweep and steps.cublas pick single pieces.
+
+
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """An empty parser whose errors are one line (UsageError), not usage + message."""
+    return _Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_problem_options(p) -> None:
+    # Both accumulate: `--sizes 512 --sizes 1024` runs both, as `--shape` does.
+    p.add_argument("--sizes", type=_positive, nargs="+", action="extend", default=None, metavar="N",
+                   help="square problem sizes M=N=K (repeatable; default: 512 1024 2048)")
     p.add_argument("--shape", type=_positive, nargs=3, action="append", default=[], metavar=("M", "N", "K"),
                    help="a problem M x N x K (repeatable); runs beside any --sizes")
-    p.add_argument("--repeat", type=_positive, default=30,
-                   help="timing samples per kernel; the median is reported (default: 30)")
+
+
+def add_repeat_option(p, default: int = DEFAULT_REPEAT) -> None:
+    p.add_argument("--repeat", type=_positive, default=default,
+                   help=f"timing samples per kernel; the median is reported (default: {default})")
+
+
+def add_arch_option(p) -> None:
     p.add_argument("--arch", default=None,
-                   help=f"CUDA arch, one of {', '.join(schedules.VALID_ARCHS)} (default: the GPU's own, else sm_90)")
+                   help=f"CUDA arch, one of {', '.join(schedules.VALID_ARCHS)} (default: the GPU's own, "
+                        f"else {DEFAULT_ARCH})")
+
+
+def add_seed_option(p) -> None:
+    p.add_argument("--seed", type=_seed, default=None, help="seed (>= 0) for the random inputs (default: fresh)")
+
+
+def parser(prog: str, description: str, repeat: int = DEFAULT_REPEAT) -> argparse.ArgumentParser:
+    """The options every timing CLI shares: --sizes, --shape, --repeat, --arch, --seed."""
+    p = new_parser(prog, description)
+    add_problem_options(p)
+    add_repeat_option(p, repeat)
+    add_arch_option(p)
+    add_seed_option(p)
+    return p
+
+
+def add_run_options(p, explain: bool = True) -> None:
+    """What a step run can do besides timing: --save, --build-only, --compare, and (per step)
+    --explain."""
     p.add_argument("--save", action="store_true",
                    help="write results/<gpu>/stepN.json (needs a GPU; written only if every size passed)")
     p.add_argument("--build-only", action="store_true",
                    help="build the kernels and report their resources; no GPU needed")
-    p.add_argument("--explain", action="store_true",
-                   help="print this step's TVMScript diff against its prior and its CUDA kernel")
+    if explain:
+        p.add_argument("--explain", action="store_true",
+                       help="print this step's TVMScript diff against its prior and its CUDA kernel")
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
-    p.add_argument("--seed", type=int, default=None, help="seed for the random inputs (default: fresh)")
     p.add_argument("--compare", type=Path, default=None, metavar="RESULTS",
                    help="time the step now and show it beside RESULTS (a stepN.json or a results/<gpu> "
                         "folder): before, after, ratio; a drop over 15%% exits 1 (needs a GPU)")
+
+
+def step_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """python -m steps.stepN's options."""
+    p = parser(prog, description)
+    add_run_options(p)
     return p
+
+
+def check_run_options(args) -> None:
+    """Reject options that would be silently ignored together (UsageError, exit 2)."""
+    explain = getattr(args, "explain", False)
+    for flag, given in (("--save", args.save), ("--compare", args.compare is not None)):
+        for mode, on in (("--build-only", args.build_only), ("--explain", explain)):
+            if given and on:
+                raise UsageError(f"{flag} needs timed kernels and {mode} times none; drop one of them")
+    if explain and args.build_only:
+        raise UsageError("--explain and --build-only print different things; give one of them")
 
 
 def requested_shapes(args) -> list[tuple[int, int, int]]:
@@ -99,6 +166,7 @@ class Row:
         return 100.0 * m.gflops / self.cublas_gflops if m.gflops and self.cublas_gflops else None
 
 
+@quiet_broken_pipe
 def main(step_number: int, argv: list[str] | None = None) -> int:
     try:
         step = schedules.get_step(step_number)
@@ -108,9 +176,10 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
     prog = f"python -m steps.step{step.number}"
     summary = step.doc.strip().splitlines()[0] if step.doc else step.name
     try:
-        args = parser(prog, summary).parse_args(argv)
+        args = step_parser(prog, summary).parse_args(argv)
+        check_run_options(args)
         sizes = requested_shapes(args)
-        arch = args.arch or harness.gpu_arch() or "sm_90"
+        arch = args.arch or harness.gpu_arch() or DEFAULT_ARCH
         schedules.target(arch)  # rejects unknown arches
         configs = {size: _checked_config(step, *size) for size in sizes}
         if args.compare is not None:

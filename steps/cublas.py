@@ -37,10 +37,15 @@ def format_rows(label: str, rows, tf32: bool = False) -> str:
     return "\n".join(lines)
 
 
+@cli.quiet_broken_pipe
 def main(argv=None) -> int:
     prog = "python -m steps.cublas"
     try:
-        p = cli.parser(prog, "cuBLAS SGEMM (TF32 off) timed like the ladder")
+        # Only what cuBLAS timing honours: no --arch, --save, --build-only, --explain, --compare.
+        p = cli.new_parser(prog, "cuBLAS SGEMM (TF32 off) timed like the ladder")
+        cli.add_problem_options(p)
+        cli.add_repeat_option(p)
+        cli.add_seed_option(p)
         p.add_argument("--tf32", action="store_true", help="add a labelled TF32 row (never the baseline)")
         p.add_argument("--_tf32-child", dest="tf32_child", action="store_true", help=cli.argparse.SUPPRESS)
         args = p.parse_args(argv)

@@ -1,11 +1,13 @@
 """The step CLIs without a GPU: help, clean one-line errors (exit 2), build-only, explain."""
 
+import re
 import subprocess
 import sys
 
 import pytest
 
-from steps import cli, harness
+import schedules
+from steps import cli, cublas, harness, ladder, nvcc, sweep
 
 from .checks import one_line_error
 
@@ -23,6 +25,77 @@ def test_help():
         assert flag in proc.stdout
 
 
+# Each CLI lists the options it honours, and no others.
+HONOURED = {
+    "steps.step4": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--explain",
+                     "--compare"}, set()),
+    "steps": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--compare",
+               "--steps"}, {"--explain", "--tuned-prior", "--full"}),
+    "steps.sweep": ({"--sizes", "--shape", "--repeat", "--arch", "--step", "--top", "--workers", "--write",
+                     "--dry-run", "--log"}, {"--save", "--build-only", "--explain", "--compare", "--seed"}),
+    "steps.cublas": ({"--sizes", "--shape", "--repeat", "--seed", "--tf32"},
+                     {"--arch", "--save", "--build-only", "--explain", "--compare"}),
+}
+
+
+def _help_of(prog, capsys) -> str:
+    mains = {"steps.step4": lambda argv: cli.main(4, argv), "steps": ladder.main, "steps.sweep": sweep.main,
+             "steps.cublas": cublas.main}
+    with pytest.raises(SystemExit) as done:
+        mains[prog](["--help"])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("prog", HONOURED)
+def test_each_cli_lists_only_the_options_it_honours(prog, capsys):
+    listed = set(re.findall(r"^\s+(--[\w-]+)", _help_of(prog, capsys), re.M)) - {"--help"}
+    wanted, unwanted = HONOURED[prog]
+    assert listed == wanted, f"missing {wanted - listed}, unexpected {listed - wanted}"
+    assert not listed & unwanted
+
+
+@pytest.mark.parametrize("prog, make", [
+    ("steps.step4", lambda: cli.step_parser("p", "d")),
+    ("steps", ladder.parser),
+    ("steps.sweep", lambda: sweep.parser("p")),
+])
+def test_help_states_the_real_defaults(prog, make):
+    """Every "(default: N)" in the help is the value the option really defaults to (sweep's
+    --repeat said 30 and was 10)."""
+    stated = 0
+    for action in make()._actions:
+        match = re.search(r"\(default: (\d+)", action.help or "")
+        if match:
+            stated += 1
+            assert int(match[1]) == action.default, f"{action.option_strings}: {action.help!r}"
+    assert stated >= 1
+    if prog == "steps.sweep":
+        assert make().parse_args(["--step", "7"]).repeat == sweep.REPEAT == 10
+
+
+@pytest.mark.parametrize("cpus, workers", [(2, 2), (1, 1), (None, 1), (16, 12), (128, 12)])
+def test_sweep_workers_default_to_the_cpu_count(monkeypatch, cpus, workers):
+    monkeypatch.setattr(sweep.os, "cpu_count", lambda: cpus)
+    p = sweep.parser("p")
+    assert p.parse_args(["--step", "7"]).workers == workers
+    action = next(a for a in p._actions if "--workers" in a.option_strings)
+    assert "the CPU count" in action.help and f"{workers} here" in action.help
+
+
+def test_repeated_sizes_accumulate(monkeypatch, capsys):
+    args = cli.step_parser("p", "d").parse_args(["--sizes", "512", "--sizes", "1024", "2048", "--sizes", "512"])
+    assert cli.requested_shapes(args) == [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048)]
+    monkeypatch.setattr(nvcc, "available", lambda: False)
+    assert cli.main(1, ["--build-only", "--sizes", "64", "--sizes", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "64x64x64" in out and "128x128x128" in out
+
+
+def test_a_seed_of_zero_is_a_seed():
+    assert cli.step_parser("p", "d").parse_args(["--seed", "0"]).seed == 0
+
+
 @pytest.mark.parametrize("args, words", [
     (["--sizes", "0"], ["--sizes", ">= 1"]),
     (["--sizes", "-3"], ["--sizes"]),
@@ -32,6 +105,9 @@ def test_help():
     (["--arch", "sm_75"], ["unknown arch", "sm_75"]),
     (["--repeat", "0"], ["--repeat"]),
     (["--bogus"], ["unrecognized"]),
+    (["--seed", "-1"], ["--seed", ">= 0"]),  # numpy's default_rng rejected it, in the GPU path
+    # 46341^2 > 2^31: TVM stopped on an int32 literal, reported per size, exit 1
+    (["--sizes", "46341"], ["46341x46341x46341", "A would have", "2^31", "M*K, K*N and M*N"]),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):
     proc = run("steps.step4", *args)
@@ -39,6 +115,23 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
     assert proc.stdout == ""
     one_line_error(proc.stderr, "steps.step4", *words)
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--shape", "1", "46341", "46341"], ["1x46341x46341", "B would have", "2^31"]),
+    # options that other options would silently ignore
+    (["--save", "--build-only"], ["--save", "--build-only"]),
+    (["--save", "--explain"], ["--save", "--explain"]),
+    (["--compare", "results/nvidia-h200", "--build-only"], ["--compare", "--build-only"]),
+    (["--compare", "results/nvidia-h200", "--explain"], ["--compare", "--explain"]),
+    (["--explain", "--build-only"], ["--explain", "--build-only"]),
+])
+def test_more_bad_input_is_one_line_and_exit_2(args, words, capsys):
+    """As above, in this process (each subprocess imports TVM again)."""
+    assert cli.main(4, args) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    one_line_error(err, "steps.step4", *words)
 
 
 def test_build_only_summary():
@@ -93,3 +186,4 @@ def test_table_renders_rows_and_failures():
     assert "2.00x" in text and "50%" in text and "4.0e-07" in text
     assert "FAILED: RuntimeError: misaligned address" in text
     assert "against step 3" in text
+
