@@ -23,7 +23,7 @@ from .pipes import quiet_broken_pipe  # every CLI's main: quiet when stdout's re
 
 DEFAULT_SIZES = (512, 1024, 2048)
 DEFAULT_REPEAT = 30
-DEFAULT_ARCH = "sm_90"  # without a GPU
+DEFAULT_ARCH = "sm_90"  # without a GPU, or with one the ladder does not support (--build-only)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -135,6 +135,34 @@ def check_run_options(args) -> None:
         raise UsageError("--explain and --build-only print different things; give one of them")
 
 
+def resolve_arch(requested: str | None, gpu: str | None, timing: bool) -> tuple[str, str | None]:
+    """The arch to build for, and a note for stderr or None.
+
+    `requested` is --arch, `gpu` the attached GPU's arch (harness.gpu_arch(): None without one),
+    `timing` whether the run times kernels when a GPU is there (not --build-only or --explain).
+    Kept free of the GPU so tests can drive it with any arch. A GPU outside VALID_ARCHS (sm_75,
+    sm_100, sm_120) cannot time the ladder (UsageError); building for it falls back to sm_90."""
+    if requested is not None:
+        schedules.target(requested)  # an unknown arch: ConfigError, one line
+    supported = ", ".join(schedules.VALID_ARCHS)
+    if gpu is not None and gpu not in schedules.VALID_ARCHS:
+        if timing:
+            raise UsageError(f"this GPU is {gpu}, which the ladder does not support (it supports {supported}), "
+                             f"so nothing can be timed here; --build-only --arch {DEFAULT_ARCH} builds anyway")
+        if requested is None:
+            return DEFAULT_ARCH, (f"this GPU is {gpu}, which the ladder does not support ({supported}); "
+                                  f"building for {DEFAULT_ARCH} (--arch picks another)")
+    return requested or gpu or DEFAULT_ARCH, None
+
+
+def pick_arch(prog: str, requested: str | None, timing: bool) -> str:
+    """resolve_arch for the attached GPU; its note, if any, goes to stderr."""
+    arch, note = resolve_arch(requested, harness.gpu_arch(), timing)
+    if note:
+        print(f"{prog}: note: {note}", file=sys.stderr)
+    return arch
+
+
 def requested_shapes(args) -> list[tuple[int, int, int]]:
     """The problems a run covers: each square --sizes N, then each --shape M N K.
 
@@ -179,8 +207,7 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
         args = step_parser(prog, summary).parse_args(argv)
         check_run_options(args)
         sizes = requested_shapes(args)
-        arch = args.arch or harness.gpu_arch() or DEFAULT_ARCH
-        schedules.target(arch)  # rejects unknown arches
+        arch = pick_arch(prog, args.arch, timing=not (args.explain or args.build_only))
         configs = {size: _checked_config(step, *size) for size in sizes}
         if args.compare is not None:
             from . import compare  # it imports this module

@@ -111,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.explain:
             raise cli.UsageError("--explain is per step: python -m steps.stepN --explain")
         cli.check_run_options(args)
-        arch = args.arch or harness.gpu_arch() or cli.DEFAULT_ARCH
-        schedules.target(arch)  # rejects unknown arches
+        arch = cli.pick_arch(PROG, args.arch, timing=not args.build_only)
         if args.save and args.compare is not None:
             raise cli.UsageError("--compare does not save; run --save on its own")
         measured_steps = steps if args.build_only else with_first_prior(steps)

@@ -266,8 +266,7 @@ def main(argv=None) -> int:
         step = schedules.get_step(args.step)
         if step.number < 4:
             raise cli.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
-        arch = args.arch or harness.gpu_arch() or cli.DEFAULT_ARCH
-        schedules.target(arch)
+        arch = cli.pick_arch(prog, args.arch, timing=not args.dry_run)
         sizes = cli.requested_shapes(args)
         for size in sizes:  # here, not as a candidate rejected by validate: the size is wrong
             try:

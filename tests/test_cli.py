@@ -96,6 +96,82 @@ def test_a_seed_of_zero_is_a_seed():
     assert cli.step_parser("p", "d").parse_args(["--seed", "0"]).seed == 0
 
 
+# --- unsupported GPUs ------------------------------------------------------------------------
+
+SUPPORTED = ", ".join(schedules.VALID_ARCHS)
+
+
+@pytest.mark.parametrize("requested, gpu, timing, arch", [
+    (None, None, True, "sm_90"),        # no GPU: build for sm_90
+    (None, "sm_86", True, "sm_86"),     # a supported GPU: its own
+    (None, "sm_80", False, "sm_80"),
+    ("sm_80", "sm_90", False, "sm_80"),  # --arch wins
+    ("sm_80", "sm_75", False, "sm_80"),  # --arch on an unsupported GPU, building only: as asked, no note
+])
+def test_resolve_arch_without_a_note(requested, gpu, timing, arch):
+    assert cli.resolve_arch(requested, gpu, timing) == (arch, None)
+
+
+@pytest.mark.parametrize("gpu", ["sm_75", "sm_100", "sm_120", "sm_70"])
+def test_an_unsupported_gpu_builds_for_sm_90_with_a_note(gpu):
+    arch, note = cli.resolve_arch(None, gpu, timing=False)
+    assert arch == "sm_90"
+    assert "\n" not in note and gpu in note and SUPPORTED in note and "--arch" in note
+
+
+@pytest.mark.parametrize("requested", [None, "sm_90"])
+@pytest.mark.parametrize("gpu", ["sm_75", "sm_100", "sm_120"])
+def test_an_unsupported_gpu_cannot_time(gpu, requested):
+    with pytest.raises(cli.UsageError) as info:
+        cli.resolve_arch(requested, gpu, timing=True)
+    msg = str(info.value)
+    assert "\n" not in msg and f"this GPU is {gpu}" in msg and SUPPORTED in msg
+    assert "--build-only --arch sm_90" in msg
+
+
+def test_an_unknown_requested_arch_is_still_an_error():
+    with pytest.raises(schedules.ConfigError, match="unknown arch 'sm_75'"):
+        cli.resolve_arch("sm_75", "sm_90", timing=False)
+
+
+@pytest.fixture
+def unsupported_gpu(monkeypatch):
+    """A GPU the ladder does not support (an sm_120 board), as harness reports it."""
+    monkeypatch.setattr(harness, "gpu_present", lambda: True)
+    monkeypatch.setattr(harness, "gpu_arch", lambda: "sm_120")
+    monkeypatch.setattr(nvcc, "available", lambda: False)
+
+
+NOTE = f"note: this GPU is sm_120, which the ladder does not support ({SUPPORTED}); building for sm_90"
+
+
+@pytest.mark.parametrize("prog, call", [
+    ("steps.step4", lambda: cli.main(4, ["--build-only", "--sizes", "64"])),
+    ("steps.step4", lambda: cli.main(4, ["--explain", "--sizes", "64"])),
+    ("steps", lambda: ladder.main(["--build-only", "--steps", "4", "--sizes", "64"])),
+    ("steps.sweep", lambda: sweep.main(["--step", "7", "--sizes", "1024", "--dry-run"])),
+])
+def test_building_on_an_unsupported_gpu_falls_back_to_sm_90(unsupported_gpu, capsys, prog, call):
+    assert call() == 0
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [f"python -m {prog}: {NOTE} (--arch picks another)"]
+    assert out
+
+
+@pytest.mark.parametrize("prog, call", [
+    ("steps.step4", lambda: cli.main(4, ["--sizes", "64"])),
+    ("steps.step4", lambda: cli.main(4, ["--sizes", "64", "--arch", "sm_90"])),
+    ("steps.step4", lambda: cli.main(4, ["--compare", "results/nvidia-h200"])),
+    ("steps", lambda: ladder.main(["--steps", "4", "--sizes", "64"])),
+    ("steps.sweep", lambda: sweep.main(["--step", "7", "--sizes", "1024"])),
+])
+def test_timing_on_an_unsupported_gpu_is_one_line_exit_2(unsupported_gpu, capsys, prog, call):
+    assert call() == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    one_line_error(err, prog, "this GPU is sm_120", SUPPORTED, "--build-only --arch sm_90")
+
+
 @pytest.mark.parametrize("args, words", [
     (["--sizes", "0"], ["--sizes", ">= 1"]),
     (["--sizes", "-3"], ["--sizes"]),
