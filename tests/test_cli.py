@@ -1,5 +1,6 @@
 """The step CLIs without a GPU: help, clean one-line errors (exit 2), build-only, explain."""
 
+import importlib
 import re
 import subprocess
 import sys
@@ -170,6 +171,36 @@ def test_timing_on_an_unsupported_gpu_is_one_line_exit_2(unsupported_gpu, capsys
     out, err = capsys.readouterr()
     assert out == ""
     one_line_error(err, prog, "this GPU is sm_120", SUPPORTED, "--build-only --arch sm_90")
+
+
+# --- python -m steps.stepN for a number with no module ----------------------------------------
+
+FIRST, LAST = schedules.STEPS[0].number, schedules.STEPS[-1].number
+
+
+@pytest.mark.parametrize("number", [LAST + 1, 0])
+def test_python_m_an_unknown_step_is_one_line_exit_2(number):
+    proc = run(f"steps.step{number}")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"python -m steps.step{number}: error: unknown step {number}; "
+                           f"steps are {FIRST}-{LAST}\n")
+
+
+def test_a_registered_step_without_a_module_runs_the_step_cli():
+    """The finder serves any steps.stepN no file provides: a step added to the registry runs
+    without a stepN.py (shown with step 4, its file bypassed)."""
+    code = ("import sys, steps\n"
+            "spec = steps._StepCLIFinder().find_spec('steps.step4')\n"
+            "sys.argv = ['x', '--build-only', '--sizes', '64']\n"
+            "exec(spec.loader.get_code('steps.step4'), {'__name__': '__main__'})\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "step 4: cooperative fetch" in proc.stdout and "64x64x64" in proc.stdout
+
+
+def test_importing_an_unknown_step_is_still_an_import_error():
+    with pytest.raises(ModuleNotFoundError, match="steps.step99"):
+        importlib.import_module("steps.step99")
 
 
 @pytest.mark.parametrize("args, words", [
