@@ -10,7 +10,9 @@ its size, the rest still run, and the exit code is 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from .pipes import quiet_broken_pipe  # every CLI's main: quiet when stdout's re
 DEFAULT_SIZES = (512, 1024, 2048)
 DEFAULT_REPEAT = 30
 DEFAULT_ARCH = "sm_90"  # without a GPU, or with one the ladder does not support (--build-only)
+EXPLAIN_LINES = 400  # --explain cuts its output here unless --full (step 10's CUDA runs to 2,600)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -103,14 +106,19 @@ def parser(prog: str, description: str, repeat: int = DEFAULT_REPEAT) -> argpars
 
 def add_run_options(p, explain: bool = True) -> None:
     """What a step run can do besides timing: --save, --build-only, --compare, and (per step)
-    --explain."""
+    --explain with its --tuned-prior and --full."""
     p.add_argument("--save", action="store_true",
                    help="write results/<gpu>/stepN.json (needs a GPU; written only if every size passed)")
     p.add_argument("--build-only", action="store_true",
                    help="build the kernels and report their resources; no GPU needed")
     if explain:
         p.add_argument("--explain", action="store_true",
-                       help="print this step's TVMScript diff against its prior and its CUDA kernel")
+                       help="print this step's docstring, its TVMScript diff against its prior (built at "
+                            "this step's config, so the diff is the idea alone) and its CUDA kernel")
+        p.add_argument("--tuned-prior", action="store_true",
+                       help="with --explain: build the prior at its own tuned config instead")
+        p.add_argument("--full", action="store_true",
+                       help=f"with --explain: print everything (otherwise cut at {EXPLAIN_LINES} lines)")
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
     p.add_argument("--compare", type=Path, default=None, metavar="RESULTS",
                    help="time the step now and show it beside RESULTS (a stepN.json or a results/<gpu> "
@@ -133,6 +141,9 @@ def check_run_options(args) -> None:
                 raise UsageError(f"{flag} needs timed kernels and {mode} times none; drop one of them")
     if explain and args.build_only:
         raise UsageError("--explain and --build-only print different things; give one of them")
+    for flag in ("tuned_prior", "full"):
+        if getattr(args, flag, False) and not explain:
+            raise UsageError(f"--{flag.replace('_', '-')} goes with --explain")
 
 
 def resolve_arch(requested: str | None, gpu: str | None, timing: bool) -> tuple[str, str | None]:
@@ -214,7 +225,10 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
 
             return compare.compare_step(step, args, arch)
         if args.explain:
-            explain(step, sizes[0], configs[sizes[0]], arch)
+            if len(sizes) > 1 and (args.sizes is not None or args.shape):  # not for the defaults
+                print(f"{prog}: note: --explain shows one problem, the first given: {_size(sizes[0])} "
+                      f"(of {len(sizes)})", file=sys.stderr)
+            explain(step, sizes[0], configs[sizes[0]], arch, tuned_prior=args.tuned_prior, full=args.full)
             return 0
         if args.build_only:
             return build_only(step, sizes, configs, arch)
@@ -279,30 +293,119 @@ def build_only(step, sizes, configs, arch) -> int:
 # --- --explain: what this step changed ---------------------------------------------------
 
 
-def explain(step, size, cfg, arch) -> None:
+def explain(step, size, cfg, arch, tuned_prior: bool = False, full: bool = False) -> None:
+    """What the step adds, taught: its docstring, both configs, the TVMScript diff against its
+    prior, and the CUDA kernel with the helpers it calls; cut at EXPLAIN_LINES unless `full`."""
     M, N, K = size
+    lines = [f"# step {step.number}: {step.name} — {step.idea}"]
+    lines += ["#"] + [f"# {line}".rstrip() for line in step.doc.strip().splitlines()] + ["#"]
+    lines.append(f"# {_size(size)}, arch {arch}")
+    lines.append(f"# step {step.number} config: {_config_text(cfg)}")
     script = step.schedule(M, N, K, cfg).mod.script()
     if step.number > 1:
         prior = schedules.get_step(step.number - 1)
-        before = prior.schedule(M, N, K).mod.script()
+        prior_cfg, how = prior_config(step, prior, cfg, size, arch, tuned=tuned_prior)
+        lines.append(f"# step {prior.number} config: {_config_text(prior_cfg)} ({how})")
+        before = prior.schedule(M, N, K, prior_cfg).mod.script()
         label = f"step {prior.number} ({prior.name})"
     else:
         before = schedules.matmul(M, N, K).script()
         label = "unscheduled matmul"
-    print(f"# step {step.number}: {step.name} — {step.idea}")
-    print(f"# TVMScript diff against {label}, {M}x{N}x{K}")
-    diff = difflib.unified_diff(before.splitlines(), script.splitlines(), label,
-                                f"step {step.number} ({step.name})", lineterm="", n=2)
-    print("\n".join(diff))
+    lines.append(f"# TVMScript diff against {label}")
+    lines += difflib.unified_diff(before.splitlines(), script.splitlines(), label,
+                                  f"step {step.number} ({step.name})", lineterm="", n=2)
     lib = schedules.build(step, M, N, K, arch=arch, config=cfg)
-    print(f"\n# CUDA kernel ({arch})")
-    print(kernel_only(schedules.cuda_source(lib)))
+    lines += ["", f"# CUDA kernel ({arch}), with the helper functions it calls"]
+    lines += kernel_only(schedules.cuda_source(lib)).splitlines()
+    if not full and len(lines) > EXPLAIN_LINES:
+        cut = len(lines) - EXPLAIN_LINES
+        lines = lines[:EXPLAIN_LINES] + [f"# ... {cut} more lines not shown (--full shows all {len(lines)})"]
+    print("\n".join(lines))
+
+
+def prior_config(step, prior, cfg, size, arch, tuned: bool = False):
+    """The config --explain builds `prior` with, and a few words saying which it is.
+
+    By default `cfg` itself, cut down to the fields prior.Config has (each step's Config
+    extends its prior's): same tiles, threads and stages on both sides of the diff, so the
+    diff is the step's idea alone, not a change of tuned config beside it. With `tuned`, or
+    where that config is not valid for the prior (step 1 at step 2's 64x64 tile would need
+    4096 threads), the prior's own tuned config."""
+    tuned_cfg = prior.default_config(*size)
+    if tuned:
+        return tuned_cfg, f"step {prior.number}'s own tuned config, --tuned-prior"
+    names = {f.name for f in dataclasses.fields(prior.Config)}
+    try:
+        shared = prior.Config(**{k: v for k, v in cfg.as_dict().items() if k in names})
+        shared.validate(*size)
+        shared.check_shared_memory(arch)
+    except ConfigError as exc:
+        return tuned_cfg, (f"step {prior.number}'s own tuned config: step {step.number}'s does not "
+                           f"fit step {prior.number}: {exc}")
+    return shared, f"step {step.number}'s, so the diff is the idea alone; --tuned-prior diffs tuned configs"
+
+
+# A device function in TVM's preamble: `__forceinline__ __device__ void name(...) {`.
+_DEVICE_FUNCTION = re.compile(
+    r"^[ \t]*(?:static[ \t]+)?(?:(?:__forceinline__|inline)[ \t]+)*__device__\b[^;{(]*?(\w+)[ \t]*\(", re.M)
 
 
 def kernel_only(source: str) -> str:
-    """Drop TVM's preamble of includes and macros: from the first kernel declaration on."""
+    """The kernel and the device helpers it calls (cp.async's inline asm and the like), without
+    TVM's preamble of includes, macros and helpers this kernel does not use."""
     start = source.find('extern "C" __global__')
-    return source[start:] if start >= 0 else source
+    if start < 0:
+        return source
+    helpers = _device_functions(source[:start])
+    kernel = source[start:]
+    kept: set[str] = set()
+    text = kernel
+    while True:  # helpers the kernel calls, then helpers those call
+        new = {name for name in helpers if name not in kept and re.search(rf"\b{name}\b", text)}
+        if not new:
+            break
+        kept |= new
+        text = "\n".join(helpers[name] for name in new)
+    used = [body for name, body in helpers.items() if name in kept]  # in TVM's order
+    return "\n".join(used + [kernel])
+
+
+def _device_functions(text: str) -> dict[str, str]:
+    """{name: definition} of the device functions defined (not just declared) in `text`."""
+    found: dict[str, str] = {}
+    end = 0
+    for match in _DEVICE_FUNCTION.finditer(text):
+        if match.start() < end:
+            continue
+        brace, semicolon = text.find("{", match.end()), text.find(";", match.end())
+        if brace < 0 or 0 <= semicolon < brace:  # a declaration
+            continue
+        end = _block_end(text, brace)
+        found[match[1]] = text[match.start():end].rstrip()
+    return found
+
+
+def _block_end(text: str, brace: int) -> int:
+    """The index after the `}` closing the `{` at `brace`; braces in strings do not count (the
+    asm templates hold "{\\n" and "}\\n")."""
+    depth, i, quote = 0, brace, None
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return len(text)
 
 
 # --- GPU: verify, time, compare, save --------------------------------------------------------

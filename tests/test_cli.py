@@ -29,7 +29,7 @@ def test_help():
 # Each CLI lists the options it honours, and no others.
 HONOURED = {
     "steps.step4": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--explain",
-                     "--compare"}, set()),
+                     "--tuned-prior", "--full", "--compare"}, set()),
     "steps": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--compare",
                "--steps"}, {"--explain", "--tuned-prior", "--full"}),
     "steps.sweep": ({"--sizes", "--shape", "--repeat", "--arch", "--step", "--top", "--workers", "--write",
@@ -232,6 +232,8 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
     (["--compare", "results/nvidia-h200", "--build-only"], ["--compare", "--build-only"]),
     (["--compare", "results/nvidia-h200", "--explain"], ["--compare", "--explain"]),
     (["--explain", "--build-only"], ["--explain", "--build-only"]),
+    (["--full"], ["--full goes with --explain"]),
+    (["--tuned-prior", "--build-only"], ["--tuned-prior goes with --explain"]),
 ])
 def test_more_bad_input_is_one_line_and_exit_2(args, words, capsys):
     """As above, in this process (each subprocess imports TVM again)."""
@@ -294,3 +296,142 @@ def test_table_renders_rows_and_failures():
     assert "FAILED: RuntimeError: misaligned address" in text
     assert "against step 3" in text
 
+
+# --- --explain teaches: the idea alone, both configs, the docstring, the helpers, a cut ----------
+
+
+def _diff_lines(out: str) -> list[str]:
+    """The changed lines of --explain's TVMScript diff (not its ---/+++ header)."""
+    start = out.index("\n--- ")
+    end = out.index("# CUDA kernel")
+    return [line for line in out[start:end].splitlines()[3:] if line[:1] in "+-"]
+
+
+def _binding_extents(lines: list[str]) -> dict[str, set[int]]:
+    """{"blockIdx.x": {8, 16}, ...}: the extents each thread axis is bound with in these lines."""
+    found: dict[str, set[int]] = {}
+    for extent, axis in re.findall(r'T\.thread_binding\((\d+), thread="([\w.]+)"\)', "\n".join(lines)):
+        found.setdefault(axis, set()).add(int(extent))
+    return found
+
+
+def test_explain_diffs_the_idea_alone_at_the_default_size():
+    """Step 4 at its default size, 512, where its tuned block_n (64) is not step 3's (32): the
+    prior is built at step 4's config, so no thread axis is bound with two extents in the diff
+    (a tile change rebinds blockIdx/threadIdx with new extents); --tuned-prior shows one."""
+    same = run("steps.step4", "--explain")
+    tuned = run("steps.step4", "--explain", "--tuned-prior")
+    assert same.returncode == 0 and tuned.returncode == 0, same.stderr + tuned.stderr
+    assert same.stderr == ""  # the default sizes: no note about several sizes
+    assert "# 512x512x512, arch sm_90" in same.stdout
+    extents = _binding_extents(_diff_lines(same.stdout))
+    assert extents, "the diff binds no threads: not step 4's idea"
+    assert all(len(e) == 1 for e in extents.values()), extents
+    tuned_extents = _binding_extents(_diff_lines(tuned.stdout))
+    assert any(len(e) > 1 for e in tuned_extents.values()), tuned_extents  # the check can see a change
+    assert len(_diff_lines(same.stdout)) < len(_diff_lines(tuned.stdout))
+
+
+def test_explain_header_shows_both_configs_and_the_docstring():
+    proc = run("steps.step4", "--explain", "--sizes", "512")
+    assert proc.returncode == 0, proc.stderr
+    step, prior = schedules.get_step(4), schedules.get_step(3)
+    cfg = step.default_config(512, 512, 512)
+    shared = prior.Config(**{k: v for k, v in cfg.as_dict().items() if k != "vector"})
+    head = proc.stdout[:proc.stdout.index("\n--- ")]
+    assert f"# step 4 config: {cli._config_text(cfg)}\n" in head
+    assert f"# step 3 config: {cli._config_text(shared)} (step 4's, so the diff is the idea alone" in head
+    assert shared != prior.default_config(512, 512, 512)  # the case the issue saw: block_n 32 -> 64
+    for line in step.doc.strip().splitlines():
+        assert f"# {line}".rstrip() in head.splitlines()
+
+
+def test_explain_tuned_prior_header_names_the_priors_own_config():
+    proc = run("steps.step4", "--explain", "--sizes", "512", "--tuned-prior")
+    assert proc.returncode == 0, proc.stderr
+    prior_cfg = schedules.get_step(3).default_config(512, 512, 512)
+    assert f"# step 3 config: {cli._config_text(prior_cfg)} (step 3's own tuned config, --tuned-prior)" in proc.stdout
+
+
+@pytest.mark.parametrize("step", schedules.STEPS[1:], ids=lambda s: f"step{s.number}")
+def test_each_steps_config_extends_its_priors(step):
+    """What --explain relies on to build the prior at the step's config."""
+    prior = schedules.get_step(step.number - 1)
+    assert issubclass(step.Config, prior.Config)
+
+
+@pytest.mark.parametrize("n", (512, 1024, 2048))
+@pytest.mark.parametrize("step", schedules.STEPS[1:], ids=lambda s: f"step{s.number}")
+def test_prior_config_is_the_steps_own_where_it_fits(step, n):
+    prior = schedules.get_step(step.number - 1)
+    cfg = step.default_config(n, n, n)
+    prior_cfg, how = cli.prior_config(step, prior, cfg, (n, n, n), "sm_90")
+    assert type(prior_cfg) is prior.Config and "\n" not in how
+    prior_cfg.validate(n, n, n)
+    if "own tuned config" in how:  # it does not fit: the prior's tuned config, and why
+        assert prior_cfg == prior.default_config(n, n, n) and "does not fit" in how
+    else:
+        assert {k: v for k, v in cfg.as_dict().items() if k in prior_cfg.as_dict()} == prior_cfg.as_dict()
+
+
+def test_explain_falls_back_to_the_priors_tuned_config_when_the_steps_does_not_fit():
+    """Step 2 at 1024 has 64x64 tiles: step 1, one element per thread, would need 4096 threads."""
+    proc = run("steps.step2", "--explain", "--sizes", "1024")
+    assert proc.returncode == 0, proc.stderr
+    tuned = schedules.get_step(1).default_config(1024, 1024, 1024)
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("# step 1 config:"))
+    assert line == (f"# step 1 config: {cli._config_text(tuned)} (step 1's own tuned config: step 2's does "
+                    f"not fit step 1: 4096 threads per block (64x64) exceeds the limit of 1024)")
+
+
+def test_explain_keeps_the_cp_async_helpers_the_kernel_calls():
+    proc = run("steps.step7", "--explain", "--sizes", "256")
+    assert proc.returncode == 0, proc.stderr
+    cuda = proc.stdout[proc.stdout.index("# CUDA kernel"):]
+    helpers = re.findall(r"__device__ void (\w+)\(", cuda)
+    assert any("cp_async" in h and "commit_group" in h for h in helpers), helpers
+    copy = next(h for h in helpers if h.startswith("ptx_cp_async"))
+    assert "cp.async.cg.shared.global" in cuda  # the inline asm itself
+    kernel = cuda[cuda.index('extern "C" __global__'):]
+    for helper in helpers:
+        assert f"{helper}(" in kernel, f"{helper} is shown but the kernel does not call it"
+    assert f"{copy}(" in kernel
+    assert "#include" not in cuda and "#define" not in cuda and "#ifdef" not in cuda
+
+
+def test_kernel_only_keeps_called_helpers_transitively_and_drops_the_rest():
+    source = (
+        "#include <cuda.h>\n#define uint unsigned int\n"
+        "__forceinline__ __device__ void unused(int x) {\n  asm volatile(\"{\\n}\\n\");\n}\n"
+        "__forceinline__ __device__ void inner(int x);\n"
+        "__forceinline__ __device__ void inner(int x) {\n  asm volatile(\"{\\n .reg .pred p;\\n}\\n\" :: \"r\"(x));\n}\n"
+        "__forceinline__ __device__ void outer(int x) {\n  if (x) { inner(x); }\n}\n"
+        'extern "C" __global__ void k(int* p) {\n  outer(p[0]);\n}\n'
+    )
+    kept = cli.kernel_only(source)
+    assert "unused" not in kept and "#include" not in kept and "#define" not in kept
+    assert kept.index("void inner(int x) {") < kept.index("void outer") < kept.index('extern "C"')
+    assert kept.count("void inner") == 1  # the definition, not the declaration
+    assert kept.endswith("outer(p[0]);\n}\n")
+
+
+def test_explain_is_cut_at_400_lines_unless_full():
+    """Step 10 at an odd shape: ~1,900 lines of unrolled, predicated CUDA."""
+    cut = run("steps.step10", "--explain", "--shape", "1000", "1500", "700")
+    full = run("steps.step10", "--explain", "--shape", "1000", "1500", "700", "--full")
+    assert cut.returncode == 0 and full.returncode == 0, cut.stderr + full.stderr
+    lines, all_lines = cut.stdout.splitlines(), full.stdout.splitlines()
+    assert len(all_lines) > cli.EXPLAIN_LINES
+    assert len(lines) == cli.EXPLAIN_LINES + 1
+    assert lines[:-1] == all_lines[:cli.EXPLAIN_LINES]
+    assert lines[-1] == (f"# ... {len(all_lines) - cli.EXPLAIN_LINES} more lines not shown "
+                         f"(--full shows all {len(all_lines)})")
+    assert "more lines not shown" not in full.stdout
+
+
+def test_explain_says_which_of_several_sizes_it_shows():
+    proc = run("steps.step4", "--explain", "--sizes", "256", "512", "--shape", "64", "64", "64")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ("python -m steps.step4: note: --explain shows one problem, the first given: "
+                           "256x256x256 (of 3)\n")
+    assert "# 256x256x256, arch sm_90" in proc.stdout and "512x512x512" not in proc.stdout
