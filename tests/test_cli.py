@@ -404,7 +404,8 @@ def test_kernel_only_keeps_called_helpers_transitively_and_drops_the_rest():
         "#include <cuda.h>\n#define uint unsigned int\n"
         "__forceinline__ __device__ void unused(int x) {\n  asm volatile(\"{\\n}\\n\");\n}\n"
         "__forceinline__ __device__ void inner(int x);\n"
-        "__forceinline__ __device__ void inner(int x) {\n  asm volatile(\"{\\n .reg .pred p;\\n}\\n\" :: \"r\"(x));\n}\n"
+        "__forceinline__ __device__ void inner(int x) {\n"
+        "  asm volatile(\"{\\n .reg .pred p;\\n}\\n\" :: \"r\"(x));\n}\n"
         "__forceinline__ __device__ void outer(int x) {\n  if (x) { inner(x); }\n}\n"
         'extern "C" __global__ void k(int* p) {\n  outer(p[0]);\n}\n'
     )

@@ -99,8 +99,11 @@ def test_help_names_the_ladder_options(capsys):
 
 
 def test_repeated_steps_accumulate(capsys, monkeypatch):
-    assert numbers(ladder.chosen_steps(ladder.parser().parse_args(["--steps", "5-6", "--steps", "1,5"]).steps)) == [1, 5, 6]
-    assert numbers(ladder.chosen_steps(ladder.parser().parse_args([]).steps)) == NUMBERS
+    def chosen(*argv):
+        return numbers(ladder.chosen_steps(ladder.parser().parse_args(argv).steps))
+
+    assert chosen("--steps", "5-6", "--steps", "1,5") == [1, 5, 6]
+    assert chosen() == NUMBERS
     monkeypatch.setattr(nvcc, "available", lambda: False)
     assert ladder.main(["--build-only", "--steps", "2", "--steps", "4", "--sizes", "64", "--sizes", "128"]) == 0
     out = capsys.readouterr().out
