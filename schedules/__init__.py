@@ -7,7 +7,8 @@
     lib = schedules.build(6, 1024, 1024, 1024)        # compiled; lib["main"](A, B, C)
 
 Pure IR: nothing here touches a GPU or the file system. ``build`` compiles to CUDA source,
-which TVM turns into machine code only when the module is loaded on a GPU.
+which TVM turns into machine code through NVRTC only when the module is loaded on a GPU;
+importing this package points that compile at the CUDA wheels' headers (schedules/nvrtc.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import tvm
 from tvm import s_tir
 from tvm.target import Target
 
-from . import padding
+from . import nvrtc, padding
 from . import (
     step1_grid,
     step2_register_tile,
@@ -36,6 +37,10 @@ from . import (
 from .config import ConfigError, check_sizes
 from .matmul import matmul
 from .transforms import hoist_init
+
+# Before anything is built or loaded: TVM's NVRTC compile needs headers, and a machine with a
+# driver but no CUDA toolkit has them only in the wheels (schedules/nvrtc.py says why).
+nvrtc.use_wheel_headers()
 
 __all__ = ["STEPS", "Step", "ConfigError", "get_step", "build", "target", "VALID_ARCHS"]
 

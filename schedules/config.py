@@ -23,10 +23,22 @@ class ConfigError(ValueError):
     """A size or tile configuration that cannot be built; the message is one line."""
 
 
+# TVM indexes a buffer with int32: a matrix of 2^31 elements or more overflows its index
+# (TVM stops with "Literal value ... exceeds range of int32", or, where no such literal is
+# formed, the kernel would compute wrong addresses), so each of A, B and C must stay below.
+MAX_ELEMENTS = 2**31
+
+
 def check_sizes(M: int, N: int, K: int) -> None:
     for name, value in (("M", M), ("N", N), ("K", K)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    for name, rows, cols in (("A", M, K), ("B", K, N), ("C", M, N)):
+        if rows * cols >= MAX_ELEMENTS:
+            raise ConfigError(
+                f"{name} would have {rows}x{cols} = {rows * cols} elements; M*K, K*N and M*N must "
+                f"each be below 2^31 = {MAX_ELEMENTS} (TVM indexes buffers with int32)"
+            )
 
 
 def _divides(what: str, tile: int, size_name: str, size: int) -> None:

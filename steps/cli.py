@@ -10,7 +10,9 @@ its size, the rest still run, and the exit code is 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +21,12 @@ import schedules
 from schedules import ConfigError
 
 from . import harness, nvcc, results
+from .pipes import quiet_broken_pipe  # every CLI's main: quiet when stdout's reader has gone
 
 DEFAULT_SIZES = (512, 1024, 2048)
+DEFAULT_REPEAT = 30
+DEFAULT_ARCH = "sm_90"  # without a GPU, or with one the ladder does not support (--build-only)
+EXPLAIN_LINES = 400  # --explain cuts its output here unless --full (step 10's CUDA runs to 2,600)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 HOST_MARK = "†"
@@ -48,28 +54,128 @@ def _positive(text: str) -> int:
     return value
 
 
-def parser(prog: str, description: str) -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", type=_positive, nargs="+", default=None, metavar="N",
-                   help="square problem sizes M=N=K (default: 512 1024 2048)")
+def _seed(text: str) -> int:
+    """A seed numpy's default_rng takes: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+# The parsers are built from pieces, so each CLI lists only the options it honours:
+# steps.stepN = parser + add_run_options; steps (the ladder) the same without --explain;
+# steps.sweep and steps.cublas pick single pieces.
+
+
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """An empty parser whose errors are one line (UsageError), not usage + message."""
+    return _Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_problem_options(p) -> None:
+    # Both accumulate: `--sizes 512 --sizes 1024` runs both, as `--shape` does.
+    p.add_argument("--sizes", type=_positive, nargs="+", action="extend", default=None, metavar="N",
+                   help="square problem sizes M=N=K (repeatable; default: 512 1024 2048)")
     p.add_argument("--shape", type=_positive, nargs=3, action="append", default=[], metavar=("M", "N", "K"),
                    help="a problem M x N x K (repeatable); runs beside any --sizes")
-    p.add_argument("--repeat", type=_positive, default=30,
-                   help="timing samples per kernel; the median is reported (default: 30)")
+
+
+def add_repeat_option(p, default: int = DEFAULT_REPEAT) -> None:
+    p.add_argument("--repeat", type=_positive, default=default,
+                   help=f"timing samples per kernel; the median is reported (default: {default})")
+
+
+def add_arch_option(p) -> None:
     p.add_argument("--arch", default=None,
-                   help=f"CUDA arch, one of {', '.join(schedules.VALID_ARCHS)} (default: the GPU's own, else sm_90)")
+                   help=f"CUDA arch, one of {', '.join(schedules.VALID_ARCHS)} (default: the GPU's own, "
+                        f"else {DEFAULT_ARCH})")
+
+
+def add_seed_option(p) -> None:
+    p.add_argument("--seed", type=_seed, default=None, help="seed (>= 0) for the random inputs (default: fresh)")
+
+
+def parser(prog: str, description: str, repeat: int = DEFAULT_REPEAT) -> argparse.ArgumentParser:
+    """The options every timing CLI shares: --sizes, --shape, --repeat, --arch, --seed."""
+    p = new_parser(prog, description)
+    add_problem_options(p)
+    add_repeat_option(p, repeat)
+    add_arch_option(p)
+    add_seed_option(p)
+    return p
+
+
+def add_run_options(p, explain: bool = True) -> None:
+    """What a step run can do besides timing: --save, --build-only, --compare, and (per step)
+    --explain with its --tuned-prior and --full."""
     p.add_argument("--save", action="store_true",
                    help="write results/<gpu>/stepN.json (needs a GPU; written only if every size passed)")
     p.add_argument("--build-only", action="store_true",
                    help="build the kernels and report their resources; no GPU needed")
-    p.add_argument("--explain", action="store_true",
-                   help="print this step's TVMScript diff against its prior and its CUDA kernel")
+    if explain:
+        p.add_argument("--explain", action="store_true",
+                       help="print this step's docstring, its TVMScript diff against its prior (built at "
+                            "this step's config, so the diff is the idea alone) and its CUDA kernel")
+        p.add_argument("--tuned-prior", action="store_true",
+                       help="with --explain: build the prior at its own tuned config instead")
+        p.add_argument("--full", action="store_true",
+                       help=f"with --explain: print everything (otherwise cut at {EXPLAIN_LINES} lines)")
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
-    p.add_argument("--seed", type=int, default=None, help="seed for the random inputs (default: fresh)")
     p.add_argument("--compare", type=Path, default=None, metavar="RESULTS",
                    help="time the step now and show it beside RESULTS (a stepN.json or a results/<gpu> "
                         "folder): before, after, ratio; a drop over 15%% exits 1 (needs a GPU)")
+
+
+def step_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """python -m steps.stepN's options."""
+    p = parser(prog, description)
+    add_run_options(p)
     return p
+
+
+def check_run_options(args) -> None:
+    """Reject options that would be silently ignored together (UsageError, exit 2)."""
+    explain = getattr(args, "explain", False)
+    for flag, given in (("--save", args.save), ("--compare", args.compare is not None)):
+        for mode, on in (("--build-only", args.build_only), ("--explain", explain)):
+            if given and on:
+                raise UsageError(f"{flag} needs timed kernels and {mode} times none; drop one of them")
+    if explain and args.build_only:
+        raise UsageError("--explain and --build-only print different things; give one of them")
+    for flag in ("tuned_prior", "full"):
+        if getattr(args, flag, False) and not explain:
+            raise UsageError(f"--{flag.replace('_', '-')} goes with --explain")
+
+
+def resolve_arch(requested: str | None, gpu: str | None, timing: bool) -> tuple[str, str | None]:
+    """The arch to build for, and a note for stderr or None.
+
+    `requested` is --arch, `gpu` the attached GPU's arch (harness.gpu_arch(): None without one),
+    `timing` whether the run times kernels when a GPU is there (not --build-only or --explain).
+    Kept free of the GPU so tests can drive it with any arch. A GPU outside VALID_ARCHS (sm_75,
+    sm_100, sm_120) cannot time the ladder (UsageError); building for it falls back to sm_90."""
+    if requested is not None:
+        schedules.target(requested)  # an unknown arch: ConfigError, one line
+    supported = ", ".join(schedules.VALID_ARCHS)
+    if gpu is not None and gpu not in schedules.VALID_ARCHS:
+        if timing:
+            raise UsageError(f"this GPU is {gpu}, which the ladder does not support (it supports {supported}), "
+                             f"so nothing can be timed here; --build-only --arch {DEFAULT_ARCH} builds anyway")
+        if requested is None:
+            return DEFAULT_ARCH, (f"this GPU is {gpu}, which the ladder does not support ({supported}); "
+                                  f"building for {DEFAULT_ARCH} (--arch picks another)")
+    return requested or gpu or DEFAULT_ARCH, None
+
+
+def pick_arch(prog: str, requested: str | None, timing: bool) -> str:
+    """resolve_arch for the attached GPU; its note, if any, goes to stderr."""
+    arch, note = resolve_arch(requested, harness.gpu_arch(), timing)
+    if note:
+        print(f"{prog}: note: {note}", file=sys.stderr)
+    return arch
 
 
 def requested_shapes(args) -> list[tuple[int, int, int]]:
@@ -109,6 +215,7 @@ def host_flag(m) -> str:
     return f" {HOST_MARK}" if getattr(m, "host_bound", None) else ""
 
 
+@quiet_broken_pipe
 def main(step_number: int, argv: list[str] | None = None) -> int:
     try:
         step = schedules.get_step(step_number)
@@ -118,17 +225,20 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
     prog = f"python -m steps.step{step.number}"
     summary = step.doc.strip().splitlines()[0] if step.doc else step.name
     try:
-        args = parser(prog, summary).parse_args(argv)
+        args = step_parser(prog, summary).parse_args(argv)
+        check_run_options(args)
         sizes = requested_shapes(args)
-        arch = args.arch or harness.gpu_arch() or "sm_90"
-        schedules.target(arch)  # rejects unknown arches
+        arch = pick_arch(prog, args.arch, timing=not (args.explain or args.build_only))
         configs = {size: _checked_config(step, *size) for size in sizes}
         if args.compare is not None:
             from . import compare  # it imports this module
 
             return compare.compare_step(step, args, arch)
         if args.explain:
-            explain(step, sizes[0], configs[sizes[0]], arch)
+            if len(sizes) > 1 and (args.sizes is not None or args.shape):  # not for the defaults
+                print(f"{prog}: note: --explain shows one problem, the first given: {_size(sizes[0])} "
+                      f"(of {len(sizes)})", file=sys.stderr)
+            explain(step, sizes[0], configs[sizes[0]], arch, tuned_prior=args.tuned_prior, full=args.full)
             return 0
         if args.build_only:
             return build_only(step, sizes, configs, arch)
@@ -193,30 +303,119 @@ def build_only(step, sizes, configs, arch) -> int:
 # --- --explain: what this step changed ---------------------------------------------------
 
 
-def explain(step, size, cfg, arch) -> None:
+def explain(step, size, cfg, arch, tuned_prior: bool = False, full: bool = False) -> None:
+    """What the step adds, taught: its docstring, both configs, the TVMScript diff against its
+    prior, and the CUDA kernel with the helpers it calls; cut at EXPLAIN_LINES unless `full`."""
     M, N, K = size
+    lines = [f"# step {step.number}: {step.name} — {step.idea}"]
+    lines += ["#"] + [f"# {line}".rstrip() for line in step.doc.strip().splitlines()] + ["#"]
+    lines.append(f"# {_size(size)}, arch {arch}")
+    lines.append(f"# step {step.number} config: {_config_text(cfg)}")
     script = step.schedule(M, N, K, cfg).mod.script()
     if step.number > 1:
         prior = schedules.get_step(step.number - 1)
-        before = prior.schedule(M, N, K).mod.script()
+        prior_cfg, how = prior_config(step, prior, cfg, size, arch, tuned=tuned_prior)
+        lines.append(f"# step {prior.number} config: {_config_text(prior_cfg)} ({how})")
+        before = prior.schedule(M, N, K, prior_cfg).mod.script()
         label = f"step {prior.number} ({prior.name})"
     else:
         before = schedules.matmul(M, N, K).script()
         label = "unscheduled matmul"
-    print(f"# step {step.number}: {step.name} — {step.idea}")
-    print(f"# TVMScript diff against {label}, {M}x{N}x{K}")
-    diff = difflib.unified_diff(before.splitlines(), script.splitlines(), label,
-                                f"step {step.number} ({step.name})", lineterm="", n=2)
-    print("\n".join(diff))
+    lines.append(f"# TVMScript diff against {label}")
+    lines += difflib.unified_diff(before.splitlines(), script.splitlines(), label,
+                                  f"step {step.number} ({step.name})", lineterm="", n=2)
     lib = schedules.build(step, M, N, K, arch=arch, config=cfg)
-    print(f"\n# CUDA kernel ({arch})")
-    print(kernel_only(schedules.cuda_source(lib)))
+    lines += ["", f"# CUDA kernel ({arch}), with the helper functions it calls"]
+    lines += kernel_only(schedules.cuda_source(lib)).splitlines()
+    if not full and len(lines) > EXPLAIN_LINES:
+        cut = len(lines) - EXPLAIN_LINES
+        lines = lines[:EXPLAIN_LINES] + [f"# ... {cut} more lines not shown (--full shows all {len(lines)})"]
+    print("\n".join(lines))
+
+
+def prior_config(step, prior, cfg, size, arch, tuned: bool = False):
+    """The config --explain builds `prior` with, and a few words saying which it is.
+
+    By default `cfg` itself, cut down to the fields prior.Config has (each step's Config
+    extends its prior's): same tiles, threads and stages on both sides of the diff, so the
+    diff is the step's idea alone, not a change of tuned config beside it. With `tuned`, or
+    where that config is not valid for the prior (step 1 at step 2's 64x64 tile would need
+    4096 threads), the prior's own tuned config."""
+    tuned_cfg = prior.default_config(*size)
+    if tuned:
+        return tuned_cfg, f"step {prior.number}'s own tuned config, --tuned-prior"
+    names = {f.name for f in dataclasses.fields(prior.Config)}
+    try:
+        shared = prior.Config(**{k: v for k, v in cfg.as_dict().items() if k in names})
+        shared.validate(*size)
+        shared.check_shared_memory(arch)
+    except ConfigError as exc:
+        return tuned_cfg, (f"step {prior.number}'s own tuned config: step {step.number}'s does not "
+                           f"fit step {prior.number}: {exc}")
+    return shared, f"step {step.number}'s, so the diff is the idea alone; --tuned-prior diffs tuned configs"
+
+
+# A device function in TVM's preamble: `__forceinline__ __device__ void name(...) {`.
+_DEVICE_FUNCTION = re.compile(
+    r"^[ \t]*(?:static[ \t]+)?(?:(?:__forceinline__|inline)[ \t]+)*__device__\b[^;{(]*?(\w+)[ \t]*\(", re.M)
 
 
 def kernel_only(source: str) -> str:
-    """Drop TVM's preamble of includes and macros: from the first kernel declaration on."""
+    """The kernel and the device helpers it calls (cp.async's inline asm and the like), without
+    TVM's preamble of includes, macros and helpers this kernel does not use."""
     start = source.find('extern "C" __global__')
-    return source[start:] if start >= 0 else source
+    if start < 0:
+        return source
+    helpers = _device_functions(source[:start])
+    kernel = source[start:]
+    kept: set[str] = set()
+    text = kernel
+    while True:  # helpers the kernel calls, then helpers those call
+        new = {name for name in helpers if name not in kept and re.search(rf"\b{name}\b", text)}
+        if not new:
+            break
+        kept |= new
+        text = "\n".join(helpers[name] for name in new)
+    used = [body for name, body in helpers.items() if name in kept]  # in TVM's order
+    return "\n".join(used + [kernel])
+
+
+def _device_functions(text: str) -> dict[str, str]:
+    """{name: definition} of the device functions defined (not just declared) in `text`."""
+    found: dict[str, str] = {}
+    end = 0
+    for match in _DEVICE_FUNCTION.finditer(text):
+        if match.start() < end:
+            continue
+        brace, semicolon = text.find("{", match.end()), text.find(";", match.end())
+        if brace < 0 or 0 <= semicolon < brace:  # a declaration
+            continue
+        end = _block_end(text, brace)
+        found[match[1]] = text[match.start():end].rstrip()
+    return found
+
+
+def _block_end(text: str, brace: int) -> int:
+    """The index after the `}` closing the `{` at `brace`; braces in strings do not count (the
+    asm templates hold "{\\n" and "}\\n")."""
+    depth, i, quote = 0, brace, None
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return len(text)
 
 
 # --- GPU: verify, time, compare, save --------------------------------------------------------

@@ -270,8 +270,14 @@ def load(gpu_dir: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+@cli.quiet_broken_pipe
 def main(argv=None) -> int:
-    p = cli.parser(PROG, __doc__.strip().splitlines()[0])
+    p = cli.new_parser(PROG, __doc__.strip().splitlines()[0])
+    cli.add_problem_options(p)
+    cli.add_repeat_option(p)
+    cli.add_arch_option(p)
+    p.add_argument("--save", action="store_true", help="write results/<gpu>/crosscheck.json")
+    p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
     p.add_argument("--steps", default=None, metavar="RANGE",
                    help="which steps to check (default: the final step), as python -m steps --steps")
     p.add_argument("--calls", type=cli._positive, default=DEFAULT_CALLS,
@@ -292,8 +298,7 @@ def main(argv=None) -> int:
         ncu = find_ncu()
         if ncu is None:
             raise cli.UsageError("Nsight Compute (ncu) not found on PATH or under /usr/local/cuda, /opt/nvidia")
-        arch = args.arch or harness.gpu_arch()
-        schedules.target(arch)
+        arch = cli.pick_arch(PROG, args.arch, timing=True)
     except (cli.UsageError, ConfigError, argparse.ArgumentTypeError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return cli.EXIT_USAGE

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 
-import schedules
 from schedules import ConfigError
 
 from . import cli, harness, references
@@ -78,6 +77,7 @@ def _references_arg(text: str):
         raise cli.argparse.ArgumentTypeError(str(exc)) from None
 
 
+@cli.quiet_broken_pipe
 def main(argv=None) -> int:
     try:
         p = cli.parser(PROG, __doc__.strip().splitlines()[0])
@@ -93,8 +93,7 @@ def main(argv=None) -> int:
         shapes = cli.requested_shapes(args)
         if not harness.gpu_present():
             raise cli.UsageError("the references are timed on a CUDA GPU and none was found")
-        arch = args.arch or harness.gpu_arch()
-        schedules.target(arch)
+        arch = cli.pick_arch(PROG, args.arch, timing=True)
     except (cli.UsageError, ConfigError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return cli.EXIT_USAGE

@@ -61,9 +61,11 @@ def parse_steps(text: str) -> list:
 
 def parser() -> argparse.ArgumentParser:
     p = cli.parser(PROG, __doc__.strip())
-    # The step CLI's options, said for the whole ladder; --explain is per step (an error here).
+    cli.add_run_options(p, explain=False)
+    # --explain is per step: accepted here only to say so (an error), and not listed.
+    p.add_argument("--explain", action="store_true", help=argparse.SUPPRESS)
+    # The step CLI's options, said for the whole ladder.
     helps = {
-        "--explain": argparse.SUPPRESS,
         "--save": "write results/<gpu>/stepN.json (steps whose every size passed), ladder.csv, machine.json, "
                   "the plots and the README table (needs a GPU)",
         "--compare": "time the steps now and show each beside RESULTS/stepN.json (a results/<gpu> folder): "
@@ -73,8 +75,9 @@ def parser() -> argparse.ArgumentParser:
         for flag, text in helps.items():
             if flag in action.option_strings:
                 action.help = text
-    p.add_argument("--steps", type=parse_steps, default="all", metavar="RANGE",
-                   help="which steps: all (default), 7, 3-6 or 1,4,7")
+    # Repeatable, like --sizes: `--steps 1-3 --steps 7` runs 1, 2, 3 and 7.
+    p.add_argument("--steps", type=parse_steps, action="append", default=None, metavar="RANGE",
+                   help="which steps: all (default), 7, 3-6 or 1,4,7 (repeatable)")
     p.add_argument("--references", type=_references_arg, default=list(references.ALL), metavar="KEYS",
                    help=f"reference rows: all (default), none, or a comma list of {', '.join(references.BY_KEY)} "
                         "(cublas is the %% cuBLAS baseline)")
@@ -90,6 +93,14 @@ def _references_arg(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def chosen_steps(ranges: list[list] | None) -> list:
+    """The steps of every --steps given (all without one), in the registry's order."""
+    if not ranges:
+        return list(schedules.STEPS)
+    numbers = {s.number for steps in ranges for s in steps}
+    return [s for s in schedules.STEPS if s.number in numbers]
+
+
 def prior_of(step):
     """The step before `step` in the registry, or None for the first (its prior is numpy)."""
     numbers = [s.number for s in schedules.STEPS]
@@ -103,15 +114,16 @@ def with_first_prior(steps: list) -> list:
     return ([first_prior] if first_prior is not None else []) + list(steps)
 
 
+@cli.quiet_broken_pipe
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
-        steps = args.steps
+        steps = chosen_steps(args.steps)
         shapes = cli.requested_shapes(args)
-        arch = args.arch or harness.gpu_arch() or "sm_90"
-        schedules.target(arch)  # rejects unknown arches
         if args.explain:
             raise cli.UsageError("--explain is per step: python -m steps.stepN --explain")
+        cli.check_run_options(args)
+        arch = cli.pick_arch(PROG, args.arch, timing=not args.build_only)
         if args.save and args.compare is not None:
             raise cli.UsageError("--compare does not save; run --save on its own")
         measured_steps = steps if args.build_only else with_first_prior(steps)
@@ -489,9 +501,11 @@ def save(steps, shapes, rows, args, arch, measured_refs: dict | None = None) -> 
     results.write_text_atomic(gpu_dir / "ladder.csv", ladder_csv(gpu_dir))
     print(f"saved {gpu_dir / 'ladder.csv'}")
     try:  # the measurements are saved by now; a plotting problem must not hide that
-        for line in plot.render_gpu_dir(gpu_dir):
-            print(line)
+        rendered = plot.render_gpu_dir(gpu_dir)
     except Exception as exc:
         print(f"plots not rendered: {harness._one_line(exc)} (retry: python -m steps.plot)", file=sys.stderr)
+    else:  # printed outside the try: a closed stdout is no plotting problem
+        for line in rendered:
+            print(line)
     if Path(args.results_dir).resolve() == results.RESULTS_DIR.resolve():
         print("README.md table updated" if table.update_readme() else "README.md table already up to date")

@@ -29,6 +29,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from . import results, roofline
+from .pipes import quiet_broken_pipe
 
 PLOTS = ("gflops.png", "speedup.png", "pct_cublas.png", "roofline.png")
 FIGSIZE = (10, 5.6)  # inches; at DPI 120 a 1200 px image, legible when shown 800 px wide
@@ -277,6 +278,7 @@ def render_gpu_dir(gpu_dir: Path) -> list[str]:
         ]
 
 
+@quiet_broken_pipe
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m steps.plot", description=__doc__.splitlines()[0])
     p.add_argument("--gpu", default=None, metavar="SLUG", help="one results/<SLUG> folder (default: every one)")
@@ -295,6 +297,8 @@ def main(argv=None) -> int:
         for folder in folders:
             for line in render_gpu_dir(folder):
                 print(line)
+    except BrokenPipeError:  # stdout's reader has gone (| head): not bad input; quiet_broken_pipe ends it
+        raise
     except (_UsageError, ValueError, OSError) as exc:  # ResultsError, bad JSON, unreadable
         print(f"python -m steps.plot: error: {exc}", file=sys.stderr)
         return 2

@@ -231,24 +231,48 @@ def write_tuned(step, best: dict, env: dict, path: Path) -> None:
     results.write_json_atomic(path, doc)
 
 
+MAX_WORKERS = 12
+REPEAT = 10  # samples per candidate: a ranking needs fewer than a reported measurement
+
+
+def default_workers() -> int:
+    """One build process per CPU, at most MAX_WORKERS: each also holds a CUDA context on the
+    one GPU (hundreds of MB), and the timings take turns anyway."""
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+def parser(prog: str):
+    # The options a sweep honours: no --seed (each worker draws its own inputs), no --save.
+    p = cli.new_parser(prog, "search a step's configs on the GPU; keep the best per size")
+    cli.add_problem_options(p)
+    cli.add_repeat_option(p, REPEAT)
+    cli.add_arch_option(p)
+    p.add_argument("--step", type=int, required=True, help="the step whose config space to search")
+    p.add_argument("--top", type=cli._positive, default=4, help="configs carried into each next stage (default: 4)")
+    p.add_argument("--workers", type=cli._positive, default=default_workers(),
+                   help=f"build processes (default: the CPU count, at most {MAX_WORKERS}; "
+                        f"{default_workers()} here)")
+    p.add_argument("--write", action="store_true", help="write schedules/tuned/stepN.json")
+    p.add_argument("--dry-run", action="store_true", help="list the valid stage-1 candidates and stop")
+    p.add_argument("--log", type=Path, default=None, help="append every candidate's result (JSON lines)")
+    return p
+
+
+@cli.quiet_broken_pipe
 def main(argv=None) -> int:
     prog = "python -m steps.sweep"
     try:
-        p = cli.parser(prog, "search a step's configs on the GPU; keep the best per size")
-        p.add_argument("--step", type=int, required=True, help="the step whose config space to search")
-        p.add_argument("--top", type=cli._positive, default=4, help="configs carried into each next stage (default 4)")
-        p.add_argument("--workers", type=cli._positive, default=12, help="build processes (default 12)")
-        p.add_argument("--write", action="store_true", help="write schedules/tuned/stepN.json")
-        p.add_argument("--dry-run", action="store_true", help="list the valid stage-1 candidates and stop")
-        p.add_argument("--log", type=Path, default=None, help="append every candidate's result (JSON lines)")
-        p.set_defaults(repeat=10)
-        args = p.parse_args(argv)
+        args = parser(prog).parse_args(argv)
         step = schedules.get_step(args.step)
         if step.number < 4:
             raise cli.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
-        arch = args.arch or harness.gpu_arch() or "sm_90"
-        schedules.target(arch)
+        arch = cli.pick_arch(prog, args.arch, timing=not args.dry_run)
         sizes = cli.requested_shapes(args)
+        for size in sizes:  # here, not as a candidate rejected by validate: the size is wrong
+            try:
+                schedules.config.check_sizes(*size)
+            except ConfigError as exc:
+                raise ConfigError(f"{cli._size(size)}: {exc}") from None
         if args.dry_run:
             for size in sizes:
                 cfgs = candidates(step, *size, arch, STAGES[0][1], step.default_config(*size))

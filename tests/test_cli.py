@@ -1,11 +1,14 @@
 """The step CLIs without a GPU: help, clean one-line errors (exit 2), build-only, explain."""
 
+import importlib
+import re
 import subprocess
 import sys
 
 import pytest
 
-from steps import cli, harness
+import schedules
+from steps import cli, crosscheck, cublas, harness, ladder, nvcc, sweep
 
 from .checks import one_line_error
 
@@ -23,6 +26,185 @@ def test_help():
         assert flag in proc.stdout
 
 
+# Each CLI lists the options it honours, and no others.
+HONOURED = {
+    "steps.step4": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--explain",
+                     "--tuned-prior", "--full", "--compare"}, set()),
+    "steps": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--compare",
+               "--steps", "--references"}, {"--explain", "--tuned-prior", "--full"}),
+    "steps.sweep": ({"--sizes", "--shape", "--repeat", "--arch", "--step", "--top", "--workers", "--write",
+                     "--dry-run", "--log"}, {"--save", "--build-only", "--explain", "--compare", "--seed"}),
+    "steps.cublas": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--only", "--tune", "--trials"},
+                     {"--save", "--build-only", "--explain", "--compare", "--tf32"}),
+    "steps.crosscheck": ({"--sizes", "--shape", "--repeat", "--arch", "--save", "--steps", "--calls"},
+                         {"--seed", "--build-only", "--explain", "--compare"}),
+}
+
+
+def _help_of(prog, capsys) -> str:
+    mains = {"steps.step4": lambda argv: cli.main(4, argv), "steps": ladder.main, "steps.sweep": sweep.main,
+             "steps.cublas": cublas.main, "steps.crosscheck": crosscheck.main}
+    with pytest.raises(SystemExit) as done:
+        mains[prog](["--help"])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("prog", HONOURED)
+def test_each_cli_lists_only_the_options_it_honours(prog, capsys):
+    listed = set(re.findall(r"^\s+(--[\w-]+)", _help_of(prog, capsys), re.M)) - {"--help"}
+    wanted, unwanted = HONOURED[prog]
+    assert listed == wanted, f"missing {wanted - listed}, unexpected {listed - wanted}"
+    assert not listed & unwanted
+
+
+@pytest.mark.parametrize("prog, make", [
+    ("steps.step4", lambda: cli.step_parser("p", "d")),
+    ("steps", ladder.parser),
+    ("steps.sweep", lambda: sweep.parser("p")),
+])
+def test_help_states_the_real_defaults(prog, make):
+    """Every "(default: N)" in the help is the value the option really defaults to (sweep's
+    --repeat said 30 and was 10)."""
+    stated = 0
+    for action in make()._actions:
+        match = re.search(r"\(default: (\d+)", action.help or "")
+        if match:
+            stated += 1
+            assert int(match[1]) == action.default, f"{action.option_strings}: {action.help!r}"
+    assert stated >= 1
+    if prog == "steps.sweep":
+        assert make().parse_args(["--step", "7"]).repeat == sweep.REPEAT == 10
+
+
+@pytest.mark.parametrize("cpus, workers", [(2, 2), (1, 1), (None, 1), (16, 12), (128, 12)])
+def test_sweep_workers_default_to_the_cpu_count(monkeypatch, cpus, workers):
+    monkeypatch.setattr(sweep.os, "cpu_count", lambda: cpus)
+    p = sweep.parser("p")
+    assert p.parse_args(["--step", "7"]).workers == workers
+    action = next(a for a in p._actions if "--workers" in a.option_strings)
+    assert "the CPU count" in action.help and f"{workers} here" in action.help
+
+
+def test_repeated_sizes_accumulate(monkeypatch, capsys):
+    args = cli.step_parser("p", "d").parse_args(["--sizes", "512", "--sizes", "1024", "2048", "--sizes", "512"])
+    assert cli.requested_shapes(args) == [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048)]
+    monkeypatch.setattr(nvcc, "available", lambda: False)
+    assert cli.main(1, ["--build-only", "--sizes", "64", "--sizes", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "64x64x64" in out and "128x128x128" in out
+
+
+def test_a_seed_of_zero_is_a_seed():
+    assert cli.step_parser("p", "d").parse_args(["--seed", "0"]).seed == 0
+
+
+# --- unsupported GPUs ------------------------------------------------------------------------
+
+SUPPORTED = ", ".join(schedules.VALID_ARCHS)
+
+
+@pytest.mark.parametrize("requested, gpu, timing, arch", [
+    (None, None, True, "sm_90"),        # no GPU: build for sm_90
+    (None, "sm_86", True, "sm_86"),     # a supported GPU: its own
+    (None, "sm_80", False, "sm_80"),
+    ("sm_80", "sm_90", False, "sm_80"),  # --arch wins
+    ("sm_80", "sm_75", False, "sm_80"),  # --arch on an unsupported GPU, building only: as asked, no note
+])
+def test_resolve_arch_without_a_note(requested, gpu, timing, arch):
+    assert cli.resolve_arch(requested, gpu, timing) == (arch, None)
+
+
+@pytest.mark.parametrize("gpu", ["sm_75", "sm_100", "sm_120", "sm_70"])
+def test_an_unsupported_gpu_builds_for_sm_90_with_a_note(gpu):
+    arch, note = cli.resolve_arch(None, gpu, timing=False)
+    assert arch == "sm_90"
+    assert "\n" not in note and gpu in note and SUPPORTED in note and "--arch" in note
+
+
+@pytest.mark.parametrize("requested", [None, "sm_90"])
+@pytest.mark.parametrize("gpu", ["sm_75", "sm_100", "sm_120"])
+def test_an_unsupported_gpu_cannot_time(gpu, requested):
+    with pytest.raises(cli.UsageError) as info:
+        cli.resolve_arch(requested, gpu, timing=True)
+    msg = str(info.value)
+    assert "\n" not in msg and f"this GPU is {gpu}" in msg and SUPPORTED in msg
+    assert "--build-only --arch sm_90" in msg
+
+
+def test_an_unknown_requested_arch_is_still_an_error():
+    with pytest.raises(schedules.ConfigError, match="unknown arch 'sm_75'"):
+        cli.resolve_arch("sm_75", "sm_90", timing=False)
+
+
+@pytest.fixture
+def unsupported_gpu(monkeypatch):
+    """A GPU the ladder does not support (an sm_120 board), as harness reports it."""
+    monkeypatch.setattr(harness, "gpu_present", lambda: True)
+    monkeypatch.setattr(harness, "gpu_arch", lambda: "sm_120")
+    monkeypatch.setattr(nvcc, "available", lambda: False)
+
+
+NOTE = f"note: this GPU is sm_120, which the ladder does not support ({SUPPORTED}); building for sm_90"
+
+
+@pytest.mark.parametrize("prog, call", [
+    ("steps.step4", lambda: cli.main(4, ["--build-only", "--sizes", "64"])),
+    ("steps.step4", lambda: cli.main(4, ["--explain", "--sizes", "64"])),
+    ("steps", lambda: ladder.main(["--build-only", "--steps", "4", "--sizes", "64"])),
+    ("steps.sweep", lambda: sweep.main(["--step", "7", "--sizes", "1024", "--dry-run"])),
+])
+def test_building_on_an_unsupported_gpu_falls_back_to_sm_90(unsupported_gpu, capsys, prog, call):
+    assert call() == 0
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [f"python -m {prog}: {NOTE} (--arch picks another)"]
+    assert out
+
+
+@pytest.mark.parametrize("prog, call", [
+    ("steps.step4", lambda: cli.main(4, ["--sizes", "64"])),
+    ("steps.step4", lambda: cli.main(4, ["--sizes", "64", "--arch", "sm_90"])),
+    ("steps.step4", lambda: cli.main(4, ["--compare", "results/nvidia-h200"])),
+    ("steps", lambda: ladder.main(["--steps", "4", "--sizes", "64"])),
+    ("steps.sweep", lambda: sweep.main(["--step", "7", "--sizes", "1024"])),
+])
+def test_timing_on_an_unsupported_gpu_is_one_line_exit_2(unsupported_gpu, capsys, prog, call):
+    assert call() == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    one_line_error(err, prog, "this GPU is sm_120", SUPPORTED, "--build-only --arch sm_90")
+
+
+# --- python -m steps.stepN for a number with no module ----------------------------------------
+
+FIRST, LAST = schedules.STEPS[0].number, schedules.STEPS[-1].number
+
+
+@pytest.mark.parametrize("number", [LAST + 1, 0])
+def test_python_m_an_unknown_step_is_one_line_exit_2(number):
+    proc = run(f"steps.step{number}")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"python -m steps.step{number}: error: unknown step {number}; "
+                           f"steps are {FIRST}-{LAST}\n")
+
+
+def test_a_registered_step_without_a_module_runs_the_step_cli():
+    """The finder serves any steps.stepN no file provides: a step added to the registry runs
+    without a stepN.py (shown with step 4, its file bypassed)."""
+    code = ("import sys, steps\n"
+            "spec = steps._StepCLIFinder().find_spec('steps.step4')\n"
+            "sys.argv = ['x', '--build-only', '--sizes', '64']\n"
+            "exec(spec.loader.get_code('steps.step4'), {'__name__': '__main__'})\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "step 4: cooperative fetch" in proc.stdout and "64x64x64" in proc.stdout
+
+
+def test_importing_an_unknown_step_is_still_an_import_error():
+    with pytest.raises(ModuleNotFoundError, match="steps.step99"):
+        importlib.import_module("steps.step99")
+
+
 @pytest.mark.parametrize("args, words", [
     (["--sizes", "0"], ["--sizes", ">= 1"]),
     (["--sizes", "-3"], ["--sizes"]),
@@ -32,6 +214,9 @@ def test_help():
     (["--arch", "sm_75"], ["unknown arch", "sm_75"]),
     (["--repeat", "0"], ["--repeat"]),
     (["--bogus"], ["unrecognized"]),
+    (["--seed", "-1"], ["--seed", ">= 0"]),  # numpy's default_rng rejected it, in the GPU path
+    # 46341^2 > 2^31: TVM stopped on an int32 literal, reported per size, exit 1
+    (["--sizes", "46341"], ["46341x46341x46341", "A would have", "2^31", "M*K, K*N and M*N"]),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):
     proc = run("steps.step4", *args)
@@ -39,6 +224,25 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
     assert proc.stdout == ""
     one_line_error(proc.stderr, "steps.step4", *words)
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--shape", "1", "46341", "46341"], ["1x46341x46341", "B would have", "2^31"]),
+    # options that other options would silently ignore
+    (["--save", "--build-only"], ["--save", "--build-only"]),
+    (["--save", "--explain"], ["--save", "--explain"]),
+    (["--compare", "results/nvidia-h200", "--build-only"], ["--compare", "--build-only"]),
+    (["--compare", "results/nvidia-h200", "--explain"], ["--compare", "--explain"]),
+    (["--explain", "--build-only"], ["--explain", "--build-only"]),
+    (["--full"], ["--full goes with --explain"]),
+    (["--tuned-prior", "--build-only"], ["--tuned-prior goes with --explain"]),
+])
+def test_more_bad_input_is_one_line_and_exit_2(args, words, capsys):
+    """As above, in this process (each subprocess imports TVM again)."""
+    assert cli.main(4, args) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    one_line_error(err, "steps.step4", *words)
 
 
 def test_build_only_summary():
@@ -93,3 +297,144 @@ def test_table_renders_rows_and_failures():
     assert "2.00x" in text and "50%" in text and "4.0e-07" in text
     assert "FAILED: RuntimeError: misaligned address" in text
     assert "against step 3" in text
+
+
+# --- --explain teaches: the idea alone, both configs, the docstring, the helpers, a cut ----------
+
+
+def _diff_lines(out: str) -> list[str]:
+    """The changed lines of --explain's TVMScript diff (not its ---/+++ header)."""
+    start = out.index("\n--- ")
+    end = out.index("# CUDA kernel")
+    return [line for line in out[start:end].splitlines()[3:] if line[:1] in "+-"]
+
+
+def _binding_extents(lines: list[str]) -> dict[str, set[int]]:
+    """{"blockIdx.x": {8, 16}, ...}: the extents each thread axis is bound with in these lines."""
+    found: dict[str, set[int]] = {}
+    for extent, axis in re.findall(r'T\.thread_binding\((\d+), thread="([\w.]+)"\)', "\n".join(lines)):
+        found.setdefault(axis, set()).add(int(extent))
+    return found
+
+
+def test_explain_diffs_the_idea_alone_at_the_default_size():
+    """Step 4 at its default size, 512, where its tuned block_n (64) is not step 3's (32): the
+    prior is built at step 4's config, so no thread axis is bound with two extents in the diff
+    (a tile change rebinds blockIdx/threadIdx with new extents); --tuned-prior shows one."""
+    same = run("steps.step4", "--explain")
+    tuned = run("steps.step4", "--explain", "--tuned-prior")
+    assert same.returncode == 0 and tuned.returncode == 0, same.stderr + tuned.stderr
+    assert same.stderr == ""  # the default sizes: no note about several sizes
+    assert "# 512x512x512, arch sm_90" in same.stdout
+    extents = _binding_extents(_diff_lines(same.stdout))
+    assert extents, "the diff binds no threads: not step 4's idea"
+    assert all(len(e) == 1 for e in extents.values()), extents
+    tuned_extents = _binding_extents(_diff_lines(tuned.stdout))
+    assert any(len(e) > 1 for e in tuned_extents.values()), tuned_extents  # the check can see a change
+    assert len(_diff_lines(same.stdout)) < len(_diff_lines(tuned.stdout))
+
+
+def test_explain_header_shows_both_configs_and_the_docstring():
+    proc = run("steps.step4", "--explain", "--sizes", "512")
+    assert proc.returncode == 0, proc.stderr
+    step, prior = schedules.get_step(4), schedules.get_step(3)
+    cfg = step.default_config(512, 512, 512)
+    shared = prior.Config(**{k: v for k, v in cfg.as_dict().items() if k != "vector"})
+    head = proc.stdout[:proc.stdout.index("\n--- ")]
+    assert f"# step 4 config: {cli._config_text(cfg)}\n" in head
+    assert f"# step 3 config: {cli._config_text(shared)} (step 4's, so the diff is the idea alone" in head
+    assert shared != prior.default_config(512, 512, 512)  # the case the issue saw: block_n 32 -> 64
+    for line in step.doc.strip().splitlines():
+        assert f"# {line}".rstrip() in head.splitlines()
+
+
+def test_explain_tuned_prior_header_names_the_priors_own_config():
+    proc = run("steps.step4", "--explain", "--sizes", "512", "--tuned-prior")
+    assert proc.returncode == 0, proc.stderr
+    prior_cfg = schedules.get_step(3).default_config(512, 512, 512)
+    assert f"# step 3 config: {cli._config_text(prior_cfg)} (step 3's own tuned config, --tuned-prior)" in proc.stdout
+
+
+@pytest.mark.parametrize("step", schedules.STEPS[1:], ids=lambda s: f"step{s.number}")
+def test_each_steps_config_extends_its_priors(step):
+    """What --explain relies on to build the prior at the step's config."""
+    prior = schedules.get_step(step.number - 1)
+    assert issubclass(step.Config, prior.Config)
+
+
+@pytest.mark.parametrize("n", (512, 1024, 2048))
+@pytest.mark.parametrize("step", schedules.STEPS[1:], ids=lambda s: f"step{s.number}")
+def test_prior_config_is_the_steps_own_where_it_fits(step, n):
+    prior = schedules.get_step(step.number - 1)
+    cfg = step.default_config(n, n, n)
+    prior_cfg, how = cli.prior_config(step, prior, cfg, (n, n, n), "sm_90")
+    assert type(prior_cfg) is prior.Config and "\n" not in how
+    prior_cfg.validate(n, n, n)
+    if "own tuned config" in how:  # it does not fit: the prior's tuned config, and why
+        assert prior_cfg == prior.default_config(n, n, n) and "does not fit" in how
+    else:
+        assert {k: v for k, v in cfg.as_dict().items() if k in prior_cfg.as_dict()} == prior_cfg.as_dict()
+
+
+def test_explain_falls_back_to_the_priors_tuned_config_when_the_steps_does_not_fit():
+    """Step 2 at 1024 has 64x64 tiles: step 1, one element per thread, would need 4096 threads."""
+    proc = run("steps.step2", "--explain", "--sizes", "1024")
+    assert proc.returncode == 0, proc.stderr
+    tuned = schedules.get_step(1).default_config(1024, 1024, 1024)
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("# step 1 config:"))
+    assert line == (f"# step 1 config: {cli._config_text(tuned)} (step 1's own tuned config: step 2's does "
+                    f"not fit step 1: 4096 threads per block (64x64) exceeds the limit of 1024)")
+
+
+def test_explain_keeps_the_cp_async_helpers_the_kernel_calls():
+    proc = run("steps.step7", "--explain", "--sizes", "256")
+    assert proc.returncode == 0, proc.stderr
+    cuda = proc.stdout[proc.stdout.index("# CUDA kernel"):]
+    helpers = re.findall(r"__device__ void (\w+)\(", cuda)
+    assert any("cp_async" in h and "commit_group" in h for h in helpers), helpers
+    copy = next(h for h in helpers if h.startswith("ptx_cp_async"))
+    assert "cp.async.cg.shared.global" in cuda  # the inline asm itself
+    kernel = cuda[cuda.index('extern "C" __global__'):]
+    for helper in helpers:
+        assert f"{helper}(" in kernel, f"{helper} is shown but the kernel does not call it"
+    assert f"{copy}(" in kernel
+    assert "#include" not in cuda and "#define" not in cuda and "#ifdef" not in cuda
+
+
+def test_kernel_only_keeps_called_helpers_transitively_and_drops_the_rest():
+    source = (
+        "#include <cuda.h>\n#define uint unsigned int\n"
+        "__forceinline__ __device__ void unused(int x) {\n  asm volatile(\"{\\n}\\n\");\n}\n"
+        "__forceinline__ __device__ void inner(int x);\n"
+        "__forceinline__ __device__ void inner(int x) {\n"
+        "  asm volatile(\"{\\n .reg .pred p;\\n}\\n\" :: \"r\"(x));\n}\n"
+        "__forceinline__ __device__ void outer(int x) {\n  if (x) { inner(x); }\n}\n"
+        'extern "C" __global__ void k(int* p) {\n  outer(p[0]);\n}\n'
+    )
+    kept = cli.kernel_only(source)
+    assert "unused" not in kept and "#include" not in kept and "#define" not in kept
+    assert kept.index("void inner(int x) {") < kept.index("void outer") < kept.index('extern "C"')
+    assert kept.count("void inner") == 1  # the definition, not the declaration
+    assert kept.endswith("outer(p[0]);\n}\n")
+
+
+def test_explain_is_cut_at_400_lines_unless_full():
+    """Step 10 at an odd shape: ~1,900 lines of unrolled, predicated CUDA."""
+    cut = run("steps.step10", "--explain", "--shape", "1000", "1500", "700")
+    full = run("steps.step10", "--explain", "--shape", "1000", "1500", "700", "--full")
+    assert cut.returncode == 0 and full.returncode == 0, cut.stderr + full.stderr
+    lines, all_lines = cut.stdout.splitlines(), full.stdout.splitlines()
+    assert len(all_lines) > cli.EXPLAIN_LINES
+    assert len(lines) == cli.EXPLAIN_LINES + 1
+    assert lines[:-1] == all_lines[:cli.EXPLAIN_LINES]
+    assert lines[-1] == (f"# ... {len(all_lines) - cli.EXPLAIN_LINES} more lines not shown "
+                         f"(--full shows all {len(all_lines)})")
+    assert "more lines not shown" not in full.stdout
+
+
+def test_explain_says_which_of_several_sizes_it_shows():
+    proc = run("steps.step4", "--explain", "--sizes", "256", "512", "--shape", "64", "64", "64")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ("python -m steps.step4: note: --explain shows one problem, the first given: "
+                           "256x256x256 (of 3)\n")
+    assert "# 256x256x256, arch sm_90" in proc.stdout and "512x512x512" not in proc.stdout

@@ -58,6 +58,24 @@ def test_bad_sizes_rejected_by_schedule(step, which, bad):
     config_error(lambda: cfg.validate(sizes["M"], sizes["N"], sizes["K"]), which, "positive integer")
 
 
+@pytest.mark.parametrize("shape, matrix", [
+    ((46341, 46341, 46341), "A"),   # 46341^2 > 2^31: TVM stopped with an int32 literal check
+    ((1, 46341, 46341), "B"),       # K*N: TVM built this one, with indices that overflow
+    ((46341, 46341, 1), "C"),
+    ((2**31, 1, 1), "A"),           # exactly 2^31 elements is one too many
+], ids=str)
+def test_matrices_of_2_to_the_31_elements_are_rejected(shape, matrix):
+    msg = config_error(lambda: schedules.config.check_sizes(*shape), f"{matrix} would have", "2^31", "int32")
+    assert "M*K, K*N and M*N" in msg
+    config_error(lambda: STEPS[-1].default_config(*shape).validate(*shape), "2^31")
+    config_error(lambda: schedules.build(4, *shape), "2^31")
+
+
+@pytest.mark.parametrize("shape", [(46340, 46340, 46340), (2**31 - 1, 1, 1), (1, 1, 2**31 - 1)], ids=str)
+def test_matrices_below_2_to_the_31_elements_pass_the_size_check(shape):
+    schedules.config.check_sizes(*shape)
+
+
 @pytest.mark.parametrize("bad", (0, -2048, 2048.0), ids=repr)
 def test_bad_sizes_rejected_by_build(bad):
     config_error(lambda: schedules.build(6, 2048, 2048, bad), "K", "positive integer")

@@ -70,6 +70,10 @@ def test_bad_steps_are_rejected(text, words):
     (["--arch", "sm_75"], ["unknown arch"]),
     (["--explain"], ["--explain is per step"]),
     (["--save", "--compare", "results"], ["--compare does not save"]),
+    (["--save", "--build-only"], ["--save", "--build-only"]),  # was ignored
+    (["--compare", "results/nvidia-h200", "--build-only"], ["--compare", "--build-only"]),
+    (["--sizes", "46341", "--build-only"], ["46341x46341x46341", "2^31"]),
+    (["--seed", "-5"], ["--seed", ">= 0"]),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
     assert ladder.main(args) == 2
@@ -92,6 +96,28 @@ def test_help_names_the_ladder_options(capsys):
     out = capsys.readouterr().out
     for flag in ("--steps", "--sizes", "--shape", "--save", "--build-only", "--compare", "--repeat"):
         assert flag in out
+
+
+def test_repeated_steps_accumulate(capsys, monkeypatch):
+    def chosen(*argv):
+        return numbers(ladder.chosen_steps(ladder.parser().parse_args(argv).steps))
+
+    assert chosen("--steps", "5-6", "--steps", "1,5") == [1, 5, 6]
+    assert chosen() == NUMBERS
+    monkeypatch.setattr(nvcc, "available", lambda: False)
+    assert ladder.main(["--build-only", "--steps", "2", "--steps", "4", "--sizes", "64", "--sizes", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "2. register tiling" in out and "4. cooperative fetch" in out and "3. shared" not in out
+    assert len([line for line in out.splitlines() if "x64x64" in line or "x128x128" in line]) == 4
+
+
+def test_sweep_rejects_sizes_over_the_int32_limit(capsys):
+    from steps import sweep
+
+    assert sweep.main(["--step", "7", "--sizes", "1024", "46341", "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # not "0 valid candidates" after the sizes that were fine
+    one_line_error(err, "steps.sweep", "46341x46341x46341", "2^31")
 
 
 def test_with_first_prior_measures_the_step_before_a_range():

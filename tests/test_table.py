@@ -1,7 +1,11 @@
 """The README ladder table is generated from results/, and it is in sync with them."""
 
+import subprocess
+import sys
+
 from steps import results, table
 
+from .checks import one_line_error
 from .test_results import _doc
 
 
@@ -25,3 +29,10 @@ def test_readme_table_matches_committed_results():
     text = table.README.read_text()
     inside = text.split(table.BEGIN, 1)[1].split(table.END, 1)[0].strip()
     assert inside == table.render().strip(), "README table is stale: run python -m steps.table --readme"
+
+
+def test_bad_input_is_one_line_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "steps.table", "--bogus"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    one_line_error(proc.stderr, "steps.table", "unrecognized arguments: --bogus")

@@ -1,0 +1,76 @@
+"""NVRTC compiles the generated kernels with what ``pip install -e .`` installs: no GPU, no
+CUDA toolkit. It is what a GPU machine with only a driver does when it loads a step."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import schedules
+from schedules import nvrtc
+
+STEPS = sorted({1, 7, schedules.STEPS[-1].number})  # the plainest, cp.async's helpers, the last
+
+COMPILE = r"""
+import json, sys
+import schedules
+from cuda import bindings
+from cuda.bindings import nvrtc
+from cuda.pathfinder import load_nvidia_dynamic_lib
+from tvm.support import nvcc
+
+magic = {}
+for number in json.loads(sys.argv[1]):
+    source = schedules.cuda_source(schedules.build(number, 256, 256, 256, arch="sm_90"))
+    cubin = nvcc.compile_cuda(source, "cubin", "sm_90", compiler="nvrtc")
+    magic[number] = [len(cubin), bytes(cubin[:4]).hex()]
+lib = load_nvidia_dynamic_lib("nvrtc")
+_, major, minor = nvrtc.nvrtcVersion()
+print(json.dumps({"magic": magic, "nvrtc": lib.abs_path, "found_via": lib.found_via,
+                  "nvrtc_version": [major, minor], "bindings": bindings.__version__,
+                  "headers": nvcc.find_cuda_path()}))
+"""
+
+
+def without_toolkit() -> dict:
+    """This environment as on a machine with no CUDA toolkit: no CUDA_PATH or CUDA_HOME, no
+    library path, no nvcc on PATH (TVM would take its directory for the headers)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CUDA_PATH", "CUDA_HOME", "LD_LIBRARY_PATH", nvrtc.EXTRA_OPTS)}
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
+                                  if d and not (Path(d) / "nvcc").exists())
+    return env
+
+
+def test_nvrtc_from_the_wheels_compiles_steps_to_cubins():
+    proc = subprocess.run([sys.executable, "-c", COMPILE, json.dumps(STEPS)], env=without_toolkit(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for number in STEPS:
+        size, magic = out["magic"][str(number)]
+        assert magic == "7f454c46", f"step {number}: not an ELF cubin ({magic})"
+        assert size > 1000, f"step {number}: a {size}-byte cubin"
+    # The library and the headers are the wheels' (site-packages/nvidia/cu13), one release.
+    # The headers' root is what TVM's compile_cuda searches: without schedules/nvrtc.py it is
+    # a toolkit's (/usr/local/cuda where one is installed, hiding the failure of a machine
+    # without one) or none at all ("Cannot find CUDA path").
+    assert out["found_via"] == "site-packages", out
+    assert "nvidia" in Path(out["nvrtc"]).parts, out["nvrtc"]
+    assert Path(out["headers"]) == Path(out["nvrtc"]).parent.parent, out
+    assert out["nvrtc_version"][0] == 13 == int(out["bindings"].split(".")[0]), out
+
+
+def test_wheel_headers_are_used_unless_cuda_path_is_set():
+    env = {nvrtc.EXTRA_OPTS: "--ftz=false"}
+    root = nvrtc.use_wheel_headers(env)
+    assert root is not None, "the cuda-toolkit[cudart,cccl] wheels are not installed"
+    assert env["CUDA_PATH"] == str(root)
+    assert (root / "include" / "cuda_runtime.h").is_file()
+    cccl, rest = env[nvrtc.EXTRA_OPTS].split(" ", 1)
+    assert cccl.startswith("-I") and (Path(cccl[2:]) / "cuda" / "std" / "cstdint").is_file()
+    assert rest == "--ftz=false"  # the user's own NVRTC flags are kept
+
+    mine = {"CUDA_PATH": "/opt/my-cuda"}
+    assert nvrtc.use_wheel_headers(mine) is None and mine == {"CUDA_PATH": "/opt/my-cuda"}
