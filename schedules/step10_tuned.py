@@ -18,15 +18,19 @@ a second sweep that also tried block_k = 64 (433 candidates, 113 s; best bk64 44
 2048) chose the same three configs, and its ladder re-run was within 3% of every committed
 entry; a third, which also tried step 8's k-major A (504 candidates, 113 s), chose them again,
 24.6 / 41.1 / 45.2 TFLOPS, and wrote the committed file):
-24.4 / 41.0 / 45.1 TFLOPS at 512 / 1024 / 2048, 1.14x / 1.30x / 1.18x step 9, and 174% / 111%
-/ 91% of cuBLAS strict fp32 (14.1 / 36.9 / 49.5) in the same run. Tuned configs: 32x64 4x4 bk32
+24.4 / 41.0 / 45.1 TFLOPS at 512 / 1024 / 2048, 1.14x / 1.30x / 1.18x step 9 (the cuBLAS
+column of that run timed ``cupy.matmul``, host-bound at 512; see the H100 line). Tuned configs: 32x64 4x4 bk32
 2 stages at 512; 32x128 8x4 bk32 4 stages at 1024; 64x64 8x4 bk32 2 stages, 128 threads at
 2048. Unrolling was underestimated: it is in every winner, and over the sweep's pairs that
 differ only in unroll_k it is worth a median +17% / +18% / +13% (512 / 1024 / 2048; at the
 winning tiles +33% / +22% / +13%), not the predicted 0-5%: nvcc did not unroll the k-run
 loop by itself. Tuning moved the 1024 tile furthest from step 9's.
-On an H100 80GB HBM3 (2026-11-21, the same tuned configs): 24.3 / 40.9 / 45.0 TFLOPS, 205% / 111%
-/ 90% of cuBLAS (11.8 / 37.0 / 50.0).
+On an H100 80GB HBM3 (2026-11-22, the same tuned configs, kernel time: cuBLAS replayed from a
+CUDA graph, every number host-guarded, steps/harness.py): 24.1 / 41.1 / 45.0 TFLOPS, 113% / 107%
+/ 90% of cuBLAS strict fp32 (21.3 / 38.6 / 50.3 TFLOPS), 2.1x / 2.3x / 2.4x TVM's default dlight
+schedule and 1.8x / 1.7x / 1.6x MetaSchedule after 128 trials, in the same run. (The earlier
+"205% of cuBLAS at 512" timed cuBLAS through ``cupy.matmul``, whose host time per call exceeds
+the kernels': 11.8 TFLOPS where the kernels run at 21.3.)
 What limits 2048 (ncu, one launch, H200; the H100 counts match): 96 registers, 5 blocks of 4
 warps per SM, FMA pipe 70% busy, issue slots 81%, and the shared-memory pipe 69%: an 8x4
 micro-tile's 12 float4 loads per 128 FMAs cost ~31 wavefronts (67 M in all, conflict-free),
@@ -63,8 +67,8 @@ against our 67 M. Its instruction mix is no leaner than ours (FFMA 89% of instru
   slice. Not kept.
 So the rest of the gap is how the SASS is scheduled: dispatch stalls, waits on shared loads and
 barriers, which cuBLAS avoids with a third of our occupancy. The TensorIR -> CUDA C -> NVRTC
-route does not control that. This is measured, not a lowered target: step 10 stays at 0.90-0.91x cuBLAS at
-2048.
+route does not control that. This is measured, not a lowered target: step 10 stays at 0.90x cuBLAS at
+2048 (kernel time, H100, 2026-11-22).
 
 Run: python -m steps.step10
 """

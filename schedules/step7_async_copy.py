@@ -23,7 +23,8 @@ that its register budget could not afford become possible: +10-20%.
 
 Measured (H200, 2026-11-21, committed ladder run; tiles from ``python -m steps.sweep --step 7``:
 32x64 4x4 bk16 4 stages at 512, 32x64 8x4 bk16 4 stages at 1024, 64x128 8x4 bk32 2 stages at
-2048): 22.2 / 34.5 / 39.0 TFLOPS, 1.31x / 1.08x / 1.21x step 6, 158% / 93% / 79% of cuBLAS.
+2048): 22.2 / 34.5 / 39.0 TFLOPS, 1.31x / 1.08x / 1.21x step 6 (H100, 2026-11-22, kernel time:
+21.6 / 34.4 / 38.8 TFLOPS, 102% / 89% / 77% of cuBLAS strict fp32 in the same run).
 Right in shape, bigger than predicted at 512. Not the predicted way at 2048: the 128 x 128 8x8
 tile needs 163 registers with cp.async (one block of 8 warps per SM, ncu: 12% warps active)
 and ran at 31 TFLOPS; the sweep's winners are 8x4 micro-tiles with 91-97 registers and 2-3

@@ -4,14 +4,17 @@
     python -m steps.plot --gpu nvidia-h200     # one folder
 
 Four PNGs land beside the results they come from, in results/<gpu-slug>/:
-- gflops.png      throughput per step per size, cuBLAS as a dashed line per size;
+- gflops.png      throughput per step per size, cuBLAS as a dashed line per size, and TVM's own
+                  schedules (dlight, MetaSchedule: references.json) as dotted bars after the steps;
 - speedup.png     each step over the step before it, per size (log scale; expected
                   regressions hatched, their reason is in stepN.json);
-- pct_cublas.png  each step as a percentage of cuBLAS strict-fp32 SGEMM;
+- pct_cublas.png  each step, and TVM's own schedules, as a percentage of cuBLAS strict-fp32 SGEMM;
 - roofline.png    each step at its arithmetic intensity (from the global-memory bytes its
                   schedule moves, steps/roofline.py) under the measured roofs in machine.json.
-A plot whose data is missing (no cuBLAS column, no machine.json) is skipped with a note.
-Matplotlib's Agg canvas, no pyplot: nothing needs a display.
+A bar whose number is host-bound (the guard in steps/harness.py) is cross-hatched: it may time
+the host, not the kernel. cuBLAS TF32 (reduced precision, several times the fp32 scale) is left
+to the tables. A plot whose data is missing (no cuBLAS column, no machine.json) is skipped with
+a note. Matplotlib's Agg canvas, no pyplot: nothing needs a display.
 """
 
 from __future__ import annotations
@@ -53,7 +56,47 @@ def size_label(size) -> str:
 
 
 def step_label(doc: dict, width: int = 11) -> str:
-    return f"{doc['step']}\n" + "\n".join(textwrap.wrap(doc["name"], width))
+    head = "TVM ref." if doc.get("reference") else f"{doc['step']}"
+    return f"{head}\n" + "\n".join(textwrap.wrap(doc["name"], width))
+
+
+# TVM's own schedules drawn beside the steps (cuBLAS is the dashed line; TF32 stays in tables).
+PLOTTED_REFERENCES = {"dlight": "dlight", "metaschedule": "Meta-Schedule"}
+
+
+def reference_docs(gpu_dir: Path, docs: list[dict]) -> list[dict]:
+    """references.json's dlight and MetaSchedule rows, shaped like step documents (their
+    % cuBLAS against the cuBLAS fp32 row of the same run), for the bar plots."""
+    from . import references
+
+    ref_doc = references.load(gpu_dir)
+    if ref_doc is None:
+        return []
+    out = []
+    for key, name in PLOTTED_REFERENCES.items():
+        entry = references.entry(ref_doc, key)
+        if entry is None:
+            continue
+        rows = []
+        for r in entry["results"]:
+            base = references.row(ref_doc, "cublas", (r["M"], r["N"], r["K"]))
+            pct = 100.0 * r["gflops"] / base["gflops"] if base else None
+            rows.append({**r, "pct_cublas": pct, "cublas_gflops": base["gflops"] if base else None,
+                         "prior": {"name": "reference", "gflops": None}, "speedup_vs_prior": None})
+        trials = (entry.get("tuning") or {}).get("trials")
+        out.append({"step": key, "reference": True, "environment": docs[-1]["environment"],
+                    "name": name + (f", {trials} trials" if trials else ""), "results": rows})
+    return out
+
+
+def _guarded(docs: list[dict]) -> bool:
+    """Whether these results were timed with the host-bound guard (schema 2 on); before it,
+    cuBLAS went through cupy.matmul and its numbers are not kernel time at small sizes."""
+    return all(d.get("schema", 1) >= 2 for d in docs)
+
+
+def _host_bound(doc: dict, size) -> bool:
+    return bool(_value(doc, size, "host_bound"))
 
 
 def gpu_name(docs: list[dict]) -> str:
@@ -90,7 +133,8 @@ def _figure():
 
 
 def _grouped_bars(ax, docs, sizes, key, hatch_for=None):
-    """Bars per step (x), one per size; returns the bar containers by size."""
+    """Bars per step (x), one per size. Reference bars (TVM's own schedules) are dotted, and a
+    host-bound number is cross-hatched, whatever `hatch_for` says."""
     group = 0.8
     width = group / len(sizes)
     xs = range(len(docs))
@@ -99,34 +143,54 @@ def _grouped_bars(ax, docs, sizes, key, hatch_for=None):
         values = [_value(d, size, key) or 0 for d in docs]
         bars = ax.bar([x + offset for x in xs], values, width, label=size_label(size),
                       color=SIZE_COLORS[i % len(SIZE_COLORS)], edgecolor="white", linewidth=0.5)
-        if hatch_for is not None:
-            for bar, d in zip(bars, docs):
-                if hatch_for(d, size):
-                    bar.set_hatch("///")
-                    bar.set_edgecolor("black")
+        for bar, d in zip(bars, docs):
+            hatch = "///" if hatch_for is not None and hatch_for(d, size) else None
+            if d.get("reference"):
+                hatch = "..."
+            if _host_bound(d, size):
+                hatch = "xx"
+            if hatch:
+                bar.set_hatch(hatch)
+                bar.set_edgecolor("black")
     ax.set_xticks(list(xs), [step_label(d) for d in docs])
     ax.set_xlim(-0.6, len(docs) - 0.4)
+    first_ref = next((x for x, d in zip(xs, docs) if d.get("reference")), None)
+    if first_ref is not None:
+        ax.axvline(first_ref - 0.5, color="gray", linewidth=1, linestyle=":")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
 
 
-def plot_gflops(docs, path: Path) -> str:
+def _legend_extras(handles, labels, docs, sizes) -> None:
+    """Legend entries for the hatches in use: TVM's references, host-bound numbers."""
+    if any(d.get("reference") for d in docs):
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="..."))
+        labels.append("TVM's own schedule (reference)")
+    if any(_host_bound(d, s) for d in docs for s in sizes):
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="xx"))
+        labels.append("host-bound: not kernel time")
+
+
+def plot_gflops(docs, path: Path, refs=()) -> str:
     sizes = sizes_of(docs)
     fig, ax = _figure()
-    tflops_docs = [{**d, "results": [{**r, "tflops": r["gflops"] / 1000} for r in d["results"]]} for d in docs]
+    shown = list(docs) + list(refs)
+    tflops_docs = [{**d, "results": [{**r, "tflops": r["gflops"] / 1000} for r in d["results"]]} for d in shown]
     _grouped_bars(ax, tflops_docs, sizes, "tflops")
-    for i, size in enumerate(sizes):
+    for i, size in enumerate(sizes if _guarded(docs) else ()):
         cublas = next((_value(d, size, "cublas_gflops") for d in docs if _value(d, size, "cublas_gflops")), None)
         if cublas:
             ax.axhline(cublas / 1000, color=SIZE_COLORS[i % len(SIZE_COLORS)], linestyle="--", linewidth=1.5,
                        label=f"cuBLAS {size_label(size)}")
-    tops = [r["gflops"] for d in docs for r in d["results"]] + [r.get("cublas_gflops") or 0 for d in docs for r in d["results"]]
+    tops = [r["gflops"] for d in shown for r in d["results"]] + [r.get("cublas_gflops") or 0 for d in docs for r in d["results"]]
     ax.set_ylim(0, max(tops) / 1000 * 1.3)  # headroom for the legend above the tallest bar or line
     ax.set_xlabel("step")
     ax.set_ylabel("TFLOPS (10¹² FLOP/s, median)")
     square = all(s[0] == s[1] == s[2] for s in sizes)
     ax.set_title(f"{gpu_name(docs)}: fp32 matmul throughput per step" + (" (M = N = K)" if square else ""))
-    ax.legend(ncols=2, loc="upper left", title="size")
+    handles, labels = ax.get_legend_handles_labels()
+    _legend_extras(handles, labels, shown, sizes)
+    ax.legend(handles, labels, ncols=2, loc="upper left", title="size")
     fig.savefig(path)
     return f"wrote {path}"
 
@@ -173,17 +237,23 @@ def _times(value: float) -> str:
     return f"{value:.0f}×" if value >= 10 else f"{value:.2f}×"
 
 
-def plot_pct_cublas(docs, path: Path) -> str:
+def plot_pct_cublas(docs, path: Path, refs=()) -> str:
+    if not _guarded(docs):
+        return (f"skipped {path.name}: cuBLAS in these results was timed before the host-bound guard "
+                "(cupy.matmul, host-bound at 512^3); re-measure to plot % cuBLAS")
     if not any(_value(d, s, "pct_cublas") for d in docs for s in sizes_of(docs)):
         return f"skipped {path.name}: no cuBLAS numbers in these results (install CuPy: pip install -e \".[cublas]\")"
     sizes = sizes_of(docs)
     fig, ax = _figure()
-    _grouped_bars(ax, docs, sizes, "pct_cublas")
+    shown = list(docs) + list(refs)
+    _grouped_bars(ax, shown, sizes, "pct_cublas")
     ax.axhline(100, color="black", linestyle="--", linewidth=1.2, label="cuBLAS = 100%")
     ax.set_xlabel("step")
     ax.set_ylabel("% of cuBLAS SGEMM (TF32 off)")
     ax.set_title(f"{gpu_name(docs)}: each step as a share of cuBLAS strict fp32")
-    ax.legend(loc="upper left", title="size")
+    handles, labels = ax.get_legend_handles_labels()
+    _legend_extras(handles, labels, shown, sizes)
+    ax.legend(handles, labels, loc="upper left", title="size")
     fig.savefig(path)
     return f"wrote {path}"
 
@@ -269,11 +339,12 @@ def render_gpu_dir(gpu_dir: Path) -> list[str]:
     docs = results.load_gpu_dir(gpu_dir)
     if not docs:
         return [f"no stepN.json in {gpu_dir}: nothing to plot"]
+    refs = reference_docs(gpu_dir, docs)
     with rc_context(STYLE):
         return [
-            plot_gflops(docs, gpu_dir / "gflops.png"),
+            plot_gflops(docs, gpu_dir / "gflops.png", refs),
             plot_speedup(docs, gpu_dir / "speedup.png"),
-            plot_pct_cublas(docs, gpu_dir / "pct_cublas.png"),
+            plot_pct_cublas(docs, gpu_dir / "pct_cublas.png", refs),
             plot_roofline(docs, load_machine(gpu_dir), gpu_dir / "roofline.png"),
         ]
 

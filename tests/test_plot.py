@@ -134,3 +134,34 @@ def test_bandwidth_copy_kernel_builds_with_float4():
     lib = roofline.build_copy(roofline.COPY_THREADS * roofline.COPY_VECTOR * 64, "sm_90")
     source = schedules.cuda_source(lib)
     assert "float4" in source and "__launch_bounds__(256)" in source
+
+
+def _write_references(gpu_dir, host_bound_dlight=False):
+    """references.json beside the fixture: cuBLAS, dlight (optionally host-bound), MetaSchedule."""
+    from steps import references
+
+    def rows(gflops, bound=False):
+        return [{"M": s, "N": s, "K": s, "median_ms": 1.0, "min_ms": 1.0, "max_ms": 1.0, "gflops": gflops,
+                 "rel_err": 1e-7, "host_us": 1.0, "host_bound": bound} for s in SIZES]
+
+    doc = {"schema": references.SCHEMA, "environment": {"gpu": GPU}, "method": {}, "references": [
+        {"key": "cublas", "label": "cuBLAS fp32", "precision": "fp32", "tolerance": 1e-5, "results": rows(9000.0)},
+        {"key": "dlight", "label": "TVM dlight", "precision": "fp32", "tolerance": 1e-5,
+         "results": rows(3000.0, host_bound_dlight)},
+        {"key": "metaschedule", "label": "TVM MetaSchedule", "precision": "fp32", "tolerance": 1e-5,
+         "results": rows(4500.0), "tuning": {"trials": 64}},
+    ]}
+    references.save(gpu_dir / "references.json", doc)
+
+
+def test_reference_bars_beside_the_steps(tmp_path):
+    gpu_dir = _write_fixture(tmp_path)
+    _write_references(gpu_dir, host_bound_dlight=True)
+    refs = plot.reference_docs(gpu_dir, results.load_gpu_dir(gpu_dir))
+    assert [d["step"] for d in refs] == ["dlight", "metaschedule"]
+    assert refs[1]["name"] == "Meta-Schedule, 64 trials"
+    assert plot._value(refs[1], (256, 256, 256), "pct_cublas") == pytest.approx(50.0)  # 4500 of cuBLAS's 9000
+    assert plot._host_bound(refs[0], (256, 256, 256)) and not plot._host_bound(refs[1], (256, 256, 256))
+    with_refs = plot.render_gpu_dir(gpu_dir)
+    assert with_refs[0] == f"wrote {gpu_dir / 'gflops.png'}" and with_refs[2] == f"wrote {gpu_dir / 'pct_cublas.png'}"
+    assert plot.reference_docs(_write_fixture(tmp_path / "bare"), []) == []  # no references.json: no bars

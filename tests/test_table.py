@@ -1,34 +1,121 @@
-"""The README ladder table is generated from results/, and it is in sync with them."""
+"""The README's tables are generated from results/, and they are in sync with them."""
 
+import json
 import subprocess
 import sys
 
-from steps import results, table
+import pytest
+
+from steps import references, results, table
 
 from .checks import one_line_error
 from .test_results import _doc
 
 
-def test_render_from_a_fixture(tmp_path):
+def _save_steps(root, gpu="NVIDIA H200", date="2026-11-21T00:00:00+00:00", schema=2, cublas_bound=False):
     for step, gflops in ((4, 13000.0), (5, 14000.0)):
-        doc = _doc(step=step, name=f"step{step}")
-        doc["results"][0].update(gflops=gflops, speedup_vs_prior=1.5, cublas_gflops=20000.0, pct_cublas=65.0)
-        results.write_atomic(results.step_path(tmp_path, "NVIDIA H200", step), doc)
+        doc = _doc(step=step, name=f"step{step}", schema=schema, environment={"gpu": gpu, "date": date})
+        doc["results"][0].update(gflops=gflops, speedup_vs_prior=1.5, cublas_gflops=20000.0, pct_cublas=65.0,
+                                 cublas_host_bound=cublas_bound)
+        results.write_atomic(results.step_path(root, gpu, step), doc)
+    return root / results.gpu_slug(gpu)
+
+
+def _save_references(gpu_dir, dlight_bound=False):
+    def row(gflops, bound=False):
+        return [{"M": 512, "N": 512, "K": 512, "median_ms": 0.01, "min_ms": 0.01, "max_ms": 0.01,
+                 "gflops": gflops, "rel_err": 1e-7, "host_us": 1.0, "host_bound": bound}]
+
+    references.save(gpu_dir / "references.json", {
+        "schema": references.SCHEMA, "environment": {}, "method": {}, "references": [
+            {"key": "cublas", "results": row(20000.0)},
+            {"key": "cublas_tf32", "results": row(40000.0)},
+            {"key": "dlight", "results": row(7000.0, dlight_bound)},
+            {"key": "metaschedule", "results": row(10000.0), "tuning": {"trials": 128}},
+        ]})
+
+
+def test_render_steps_and_reference_rows(tmp_path):
+    gpu_dir = _save_steps(tmp_path)
+    _save_references(gpu_dir)
     text = table.render(tmp_path)
-    assert "**NVIDIA H100 80GB HBM3**" in text and "2026-11-21" in text
+    assert "**NVIDIA H200**" in text and "2026-11-21" in text and "median kernel time" in text
     assert "| 4. step4 | 13.0 | 1.50× | 65% |" in text
     assert "| 5. step5 | 14.0 | 1.50× | 65% |" in text
-    assert "cuBLAS SGEMM (TF32 off), TFLOPS: 512: 20.0" in text
+    assert "| *cuBLAS fp32 (TF32 off)* | 20.0 |  | 100% |" in text
+    assert "| *cuBLAS TF32 (reduced precision)* | 40.0 |  | 200% |" in text
+    assert "| *TVM MetaSchedule (128 trials)* | 10.0 |  | 50% |" in text
+    assert "never the fp32 baseline" in text
+    # the final step against each reference, from the same run: 14000 / 7000 and / 10000
+    assert "**Step 5 against each reference**" in text
+    assert "TVM dlight (default schedule) 2.00×" in text and "TVM MetaSchedule (128 trials) 1.40×" in text
+    assert table.MARK not in text  # nothing host-bound
+
+
+def test_host_bound_numbers_carry_the_mark(tmp_path):
+    gpu_dir = _save_steps(tmp_path, cublas_bound=True)
+    _save_references(gpu_dir, dlight_bound=True)
+    text = table.render(tmp_path)
+    assert f"| 4. step4 | 13.0 | 1.50× | 65%{table.MARK} |" in text
+    assert f"| *TVM dlight (default schedule)* | 7.0{table.MARK} |" in text
+    assert f"{table.MARK} host-bound" in text
+
+
+def test_results_saved_before_the_guard_show_no_pct_cublas(tmp_path):
+    _save_steps(tmp_path, schema=1)
+    text = table.render(tmp_path)
+    assert "Measured before the host-bound guard" in text
+    assert "| 4. step4 | 13.0 | 1.50× | – |" in text
+    assert "cuBLAS through `cupy.matmul` (host-bound at 512³), TFLOPS: 512: 20.0" in text
+
+
+def test_the_readme_shows_the_gpu_measured_last_and_links_the_others(tmp_path):
+    _save_steps(tmp_path, gpu="NVIDIA H200", date="2026-11-21T00:00:00+00:00")
+    _save_steps(tmp_path, gpu="NVIDIA H100 80GB HBM3", date="2026-11-22T00:00:00+00:00")
+    text = table.render(tmp_path)
+    assert text.startswith("**NVIDIA H100 80GB HBM3**") and "**NVIDIA H200**" not in text
+    assert f"[NVIDIA H200]({(tmp_path / 'nvidia-h200' / 'README.md').as_posix()}) (measured 2026-11-21)" in text
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{table.BEGIN}\nold\n{table.END}\n{table.CHECK_BEGIN}\nold\n{table.CHECK_END}\n")
+    assert table.update_readme(readme, tmp_path)
+    page = (tmp_path / "nvidia-h200" / "README.md").read_text()
+    assert page.startswith("# NVIDIA H200: the ladder, measured") and "| 4. step4 | 13.0 |" in page
+    assert not (tmp_path / "nvidia-h100-80gb-hbm3" / "README.md").exists()
+    assert "No cross-check committed for nvidia-h100-80gb-hbm3" in readme.read_text()
+    assert not table.update_readme(readme, tmp_path)  # a second run changes nothing
+
+
+def test_crosscheck_block(tmp_path):
+    gpu_dir = _save_steps(tmp_path)
+    checks = [{"label": "cuBLAS fp32", "M": 512, "N": 512, "K": 512, "kernels_per_call": 2, "harness_ms": 0.0127,
+               "ncu_ms": 0.0148, "ratio": 0.858, "agrees": False, "error": None},
+              {"label": "step 10", "M": 512, "N": 512, "K": 512, "kernels_per_call": 1, "harness_ms": 0.0111,
+               "ncu_ms": 0.0113, "ratio": 0.983, "agrees": True, "error": None}]
+    (gpu_dir / "crosscheck.json").write_text(json.dumps(
+        {"environment": {"gpu": "NVIDIA H200", "date": "2026-11-21T00:00:00"}, "method": {"calls": 20},
+         "checks": checks}))
+    text = table.render_crosscheck(tmp_path)
+    assert "| cuBLAS fp32 | 512 | 2 | 12.70 | 14.80 | 0.858 **(> 5%)** |" in text
+    assert "| step 10 | 512 | 1 | 11.10 | 11.30 | 0.983 |" in text and "1 of 2 within 5%." in text
 
 
 def test_render_without_results(tmp_path):
     assert "No results committed yet" in table.render(tmp_path)
 
 
-def test_readme_table_matches_committed_results():
+def test_readme_tables_match_committed_results():
     text = table.README.read_text()
     inside = text.split(table.BEGIN, 1)[1].split(table.END, 1)[0].strip()
     assert inside == table.render().strip(), "README table is stale: run python -m steps.table --readme"
+    check = text.split(table.CHECK_BEGIN, 1)[1].split(table.CHECK_END, 1)[0].strip()
+    assert check == table.render_crosscheck().strip(), "README cross-check is stale: python -m steps.table --readme"
+
+
+@pytest.mark.parametrize("slug", ["nvidia-h200"])
+def test_other_gpu_pages_match_committed_results(slug):
+    by_gpu = table._gpu_dirs(results.RESULTS_DIR)
+    page = results.RESULTS_DIR / slug / "README.md"
+    assert page.read_text() == table.gpu_page(results.RESULTS_DIR, slug, by_gpu[slug])
 
 
 def test_bad_input_is_one_line_exit_2():
