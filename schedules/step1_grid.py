@@ -11,7 +11,8 @@ broadcast value of A. 2·M·N·K loads, mostly L1 hits, make this load-bound at 
 10-100x numpy's fp32 on the host CPU (step 1's prior).
 
 Measured (H200, 2026-11-21, probe): 16x16 blocks 4.6 / 5.1 / 5.3 TFLOPS at 512 / 1024 / 2048;
-8x32 (a full warp along j, the default) 5.6 / 6.7 / 7.0. The README table has the committed run.
+8x32 (a full warp along j, the default) 5.6 / 6.7 / 7.0, as in the committed runs (H200
+2026-11-21; H100 2026-11-22: 5.6 / 6.6 / 6.9).
 
 Run: python -m steps.step1   (--build-only without a GPU, --explain for the IR and CUDA)
 """

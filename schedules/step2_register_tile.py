@@ -14,9 +14,10 @@ Prediction: loads per FMA fall from 2 to (tm + tn) / (tm * tn): 0.5 for 4x4, 0.2
 step 1's load bound lifts, 2-3x at 2048. Small problems need small tiles to fill 132 SMs, and
 at 512 even those leave the GPU idle much of the time: expect no gain there.
 
-Measured (H200, 2026-11-21): 3.1 / 11.5 / 17.8 TFLOPS at 512 / 1024 / 2048 with the per-size
-defaults below (32x32 4x4, 64x64 4x4, 64x64 8x8), 1.7x / 2.6x over step 1 at 1024 / 2048;
-128x128 8x8 reached only 1.5 / 6.5 / 16.3 in a probe (too few blocks). At 512 this is *slower* than step 1 (5.6, so 0.56x): 64 threads per block and
+Measured (committed runs: H200 2026-11-21 / H100 2026-11-22): 3.1 / 11.5 / 18.2 and 3.0 / 11.3 /
+17.6 TFLOPS at 512 / 1024 / 2048 with the per-size defaults below (32x32 4x4, 64x64 4x4, 64x64
+8x8), 1.7x / 2.5-2.6x over step 1 at 1024 / 2048;
+128x128 8x8 reached only 1.5 / 6.5 / 16.3 in a probe (too few blocks). At 512 this is *slower* than step 1 (5.6, so 0.54-0.55x): 64 threads per block and
 global loads the L1 serves worse than step 1's one-warp-wide rows; shared memory fixes it.
 
 Run: python -m steps.step2

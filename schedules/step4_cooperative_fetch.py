@@ -10,8 +10,8 @@ global once per block instead of once per thread. Expect well past step 2, ≥ 1
 2048. Tiles: 4x4 micro-tiles in 64x64 blocks (32x64 at 512, for more blocks) beat 8x8 in
 128x128 here: more blocks per SM and fewer bank conflicts on the scalar A reads.
 
-Measured (H200, 2026-11-21): 13.6 / 26.1 / 30.8 TFLOPS at 512 / 1024 / 2048, 10-32x step 3 and
-1.7-4.4x step 2. 128x128x16 8x8 tiles reached only 11.4 / 26.3 at 1024 / 2048 in a probe. An
+Measured (committed runs: H200 2026-11-21 / H100 2026-11-22): 13.5 / 26.0 / 30.8 and 13.4 / 25.8
+/ 30.7 TFLOPS at 512 / 1024 / 2048, 10-32x step 3 and 1.7-4.4x step 2. 128x128x16 8x8 tiles reached only 11.4 / 26.3 at 1024 / 2048 in a probe. An
 earlier probe split the copy as [rounds, ty, tx, vector] instead: the same speed wherever each
 thread copies one float4 (as with these tiles), up to 15% faster on 8x8 tiles where it copies
 more; the contiguous run is kept because step 6 needs it to stage the copy in registers.

@@ -90,6 +90,13 @@ def main(argv=None) -> int:
         args = p.parse_args(argv)
         if args.trials is not None and not args.tune:
             raise cli.UsageError("--trials is for --tune")
+        if args.tune:
+            from . import metaschedule
+
+            missing = metaschedule.missing_packages()
+            if missing:
+                raise cli.UsageError(f"--tune needs {', '.join(missing)} for MetaSchedule's builder and runner "
+                                     "processes: pip install -e \".[tune]\"")
         shapes = cli.requested_shapes(args)
         if not harness.gpu_present():
             raise cli.UsageError("the references are timed on a CUDA GPU and none was found")

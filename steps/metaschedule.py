@@ -36,6 +36,13 @@ DEFAULT_TRIALS = 128
 BUILD_TIMEOUT_S = 300
 
 
+def missing_packages() -> list[str]:
+    """What MetaSchedule's builder and runner processes import and this Python lacks."""
+    import importlib.util
+
+    return [name for name in ("cloudpickle", "psutil") if importlib.util.find_spec(name) is None]
+
+
 def cost_model_name() -> str:
     try:
         import xgboost  # noqa: F401
