@@ -81,17 +81,22 @@ def metaschedule_schedule(M: int, N: int, K: int, directory: Path, arch: str = "
     return ms.tir_integration.compile_tir(db, matmul(M, N, K), tuning_target(arch))
 
 
-def tuned_sizes(directory: Path) -> list[tuple[int, int, int]]:
-    """The (M, N, K) a committed database holds a schedule for (read from its workloads)."""
+def records_by_size(directory: Path) -> dict:
+    """{(M, N, K): TuningRecord} of a committed database ({} when there is none)."""
     db = _database(Path(directory))
     if db is None:
-        return []
-    sizes = []
+        return {}
+    out = {}
     for record in db.get_all_tuning_records():
         a, b = record.args_info[:2]  # A (M, K), B (K, N)
         (M, K), N = (int(d) for d in a.shape), int(b.shape[1])
-        sizes.append((M, N, K))
-    return sorted(set(sizes))
+        out[(M, N, K)] = record
+    return out
+
+
+def tuned_sizes(directory: Path) -> list[tuple[int, int, int]]:
+    """The (M, N, K) a committed database holds a schedule for."""
+    return sorted(records_by_size(directory))
 
 
 def build_metaschedule(M: int, N: int, K: int, arch: str = "sm_90", config=None):

@@ -34,6 +34,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 import schedules
 from schedules import ConfigError
 
@@ -173,9 +175,8 @@ def child(impl: str, size, arch: str, calls: int) -> int:
     from cuda.bindings import runtime as cudart
 
     M, N, K = size
-    a, b = harness.random_operands(M, N, K, __import__("numpy").random.default_rng(0))
+    a, b = harness.random_operands(M, N, K, np.random.default_rng(0))
     if impl.startswith("step"):
-        import numpy as np
         import tvm
 
         lib = schedules.build(int(impl[4:]), M, N, K, arch=arch)
@@ -264,6 +265,7 @@ def document(checks: list[Check], env: dict, calls: int, ncu: str) -> dict:
 
 
 def load(gpu_dir: Path) -> dict | None:
+    """results/<gpu>/crosscheck.json, or None when absent."""
     import json
 
     path = Path(gpu_dir) / "crosscheck.json"

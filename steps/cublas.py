@@ -70,18 +70,11 @@ def measure_all(refs, shapes, arch: str, gpu_name: str, repeat: int, seed=None, 
     return measured
 
 
-def _references_arg(text: str):
-    try:
-        return references.parse_keys(text)
-    except ValueError as exc:
-        raise cli.argparse.ArgumentTypeError(str(exc)) from None
-
-
 @cli.quiet_broken_pipe
 def main(argv=None) -> int:
     try:
         p = cli.parser(PROG, __doc__.strip().splitlines()[0])
-        p.add_argument("--only", type=_references_arg, default=list(references.ALL), metavar="KEYS",
+        p.add_argument("--only", type=references.keys_arg, default=list(references.ALL), metavar="KEYS",
                        help=f"which references: all (default) or a comma list of {', '.join(references.BY_KEY)}")
         p.add_argument("--tune", action="store_true",
                        help="re-tune MetaSchedule for these sizes on this GPU first (minutes per size)")

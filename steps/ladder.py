@@ -78,19 +78,10 @@ def parser() -> argparse.ArgumentParser:
     # Repeatable, like --sizes: `--steps 1-3 --steps 7` runs 1, 2, 3 and 7.
     p.add_argument("--steps", type=parse_steps, action="append", default=None, metavar="RANGE",
                    help="which steps: all (default), 7, 3-6 or 1,4,7 (repeatable)")
-    p.add_argument("--references", type=_references_arg, default=list(references.ALL), metavar="KEYS",
+    p.add_argument("--references", type=lambda text: references.keys_arg(text, allow_none=True), default=list(references.ALL), metavar="KEYS",
                    help=f"reference rows: all (default), none, or a comma list of {', '.join(references.BY_KEY)} "
                         "(cublas is the %% cuBLAS baseline)")
     return p
-
-
-def _references_arg(text: str):
-    if text.strip().lower() == "none":
-        return []
-    try:
-        return references.parse_keys(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def chosen_steps(ranges: list[list] | None) -> list:

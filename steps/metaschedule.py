@@ -108,14 +108,7 @@ def write_database(directory: Path, records: dict, arch: str) -> None:
 
 def existing_records(directory: Path) -> dict:
     """{size: TuningRecord} already committed in `directory`."""
-    db = tvm_refs._database(directory)
-    if db is None:
-        return {}
-    out = {}
-    for rec in db.get_all_tuning_records():
-        a, b = rec.args_info[:2]
-        out[(int(a.shape[0]), int(b.shape[1]), int(a.shape[1]))] = rec
-    return out
+    return tvm_refs.records_by_size(directory)
 
 
 def tune(sizes, arch: str, trials: int, env: dict, log=print) -> Path:

@@ -59,6 +59,19 @@ def parse_keys(text: str) -> list[Reference]:
     return [r for r in ALL if r.key in keys]
 
 
+def keys_arg(text: str, allow_none: bool = False) -> list[Reference]:
+    """parse_keys as an argparse type: bad keys are argparse's one-line error; with
+    `allow_none`, 'none' means no reference rows."""
+    import argparse
+
+    if allow_none and text.strip().lower() == "none":
+        return []
+    try:
+        return parse_keys(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def metaschedule_dir(gpu_name: str) -> Path:
     return tvm_refs.database_dir(results.gpu_slug(gpu_name))
 
