@@ -33,6 +33,9 @@ from . import (
     step8_conflict_free,
     step9_warp_tile,
     step10_tuned,
+    step12_tensorize,
+    step13_tc_pipeline,
+    step14_3xtf32,
 )
 from .config import ConfigError, check_sizes
 from .matmul import matmul
@@ -58,6 +61,9 @@ class Step:
     pass_config: dict
     module: ModuleType
     _default_config: Callable
+    # "fp32" (checked against 1e-5, compared with cuBLAS strict fp32) or "tf32" (reduced
+    # precision: its own tolerance, compared with cuBLAS TF32).
+    precision: str = "fp32"
 
     @property
     def doc(self) -> str:
@@ -79,9 +85,17 @@ class Step:
         # pad to whole tiles, let the step schedule the padded block, then inline the padding.
         # Shapes the tiles divide skip both: the same IR as before shape support.
         cfg = padding.effective_config(cfg, M, N, K)
-        sch = s_tir.Schedule(matmul(M, N, K))
-        block = sch.get_sblock("C")
-        pads = padding.pad_to_tiles(sch, block, cfg, M, N, K)
+        computation = getattr(self.module, "computation", None)
+        if computation is None:
+            sch = s_tir.Schedule(matmul(M, N, K))
+            block = sch.get_sblock("C")
+            pads = padding.pad_to_tiles(sch, block, cfg, M, N, K)
+        else:
+            # The same product computed another way (step 14: over split operands), which
+            # brings its own pad blocks: pad_einsum handles a single product only.
+            sch = s_tir.Schedule(computation(M, N, K, cfg))
+            block = sch.get_sblock("C")
+            pads = padding.named_pads(sch)
         tiles = self.module.apply(sch, cfg, block)
         hoist_init(sch, tiles)
         padding.inline_padding(sch, pads, tiles.block, tiles.thread_j)
@@ -90,7 +104,7 @@ class Step:
 
 def _step(module: ModuleType) -> Step:
     return Step(module.NUMBER, module.NAME, module.IDEA, module.Config, dict(module.PASS_CONFIG),
-                module, module.default_config)
+                module, module.default_config, getattr(module, "PRECISION", "fp32"))
 
 
 STEPS: tuple[Step, ...] = tuple(
@@ -106,6 +120,9 @@ STEPS: tuple[Step, ...] = tuple(
         step8_conflict_free,
         step9_warp_tile,
         step10_tuned,
+        step12_tensorize,
+        step13_tc_pipeline,
+        step14_3xtf32,
     )
 )
 

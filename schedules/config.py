@@ -268,3 +268,130 @@ class TunedConfig(WarpTileConfig):
         if self.unroll_k not in (0, 1):
             raise ConfigError(f"unroll_k must be 0 or 1, got {self.unroll_k!r}")
         super().validate(M, N, K)
+
+
+# --- tensor cores (steps 12-14) ----------------------------------------------------------------
+# mma.sync.m16n8k8 TF32: a warp multiplies 16 x 8 by 8 x 8; the steps tensorize 16 x 16 x 8
+# tiles (two mma side by side along n), so warp tiles are multiples of 16 x 16 and block_k of 8.
+MMA_TILE_M, MMA_TILE_N, MMA_TILE_K = 16, 16, 8
+
+
+@dataclass(frozen=True)
+class TensorCoreConfig(GridConfig):
+    """Step 12: block_m x block_n per thread block, split into warp tiles of warp_m x warp_n,
+    each a grid of 16 x 16 accumulators that the tensor cores update 8 k at a time; operands
+    staged through shared memory block_k at a time, copied `vector` floats per load."""
+
+    block_m: int = 128
+    block_n: int = 128
+    block_k: int = 32
+    warp_m: int = 64  # type: ignore[assignment]
+    warp_n: int = 64
+    vector: int = 4
+
+    @property
+    def warps(self) -> int:
+        return (self.block_m // self.warp_m) * (self.block_n // self.warp_n)
+
+    @property
+    def threads(self) -> int:
+        return self.warps * WARP_SIZE
+
+    @property
+    def thread_axes(self) -> tuple[int, int]:
+        return self.warps, WARP_SIZE
+
+    @property
+    def stages(self) -> int:
+        return 1
+
+    @property
+    def pad_a(self) -> int:
+        return 0
+
+    @property
+    def pad_b(self) -> int:
+        return 0
+
+    @property
+    def operand_bytes(self) -> int:
+        """One stage of the A and B tiles in shared memory, with their row padding."""
+        a = self.block_m * (self.block_k + self.pad_a)
+        b = self.block_k * (self.block_n + self.pad_b)
+        return (a + b) * FLOAT_BYTES
+
+    @property
+    def output_bytes(self) -> int:
+        """The C tile staged in shared memory for coalesced, predicated global stores."""
+        return self.block_m * (self.block_n + self.pad_b) * FLOAT_BYTES
+
+    @property
+    def shared_bytes(self) -> int:
+        # The operand stages are dead once the k loop ends and the C tile is staged after it:
+        # TVM's MergeSharedMemoryAllocations gives both the same dynamic shared memory.
+        return max(self.stages * self.operand_bytes, self.output_bytes)
+
+    @property
+    def shared_scope(self) -> str:
+        return "shared.dyn"
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        check_sizes(M, N, K)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            least = 0 if f.name.startswith("pad_") or f.name == "promote" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                kind = "a non-negative" if least == 0 else "a positive"
+                raise ConfigError(f"{f.name} must be {kind} integer, got {value!r}")
+        for name, tile, unit in (("warp_m", self.warp_m, MMA_TILE_M), ("warp_n", self.warp_n, MMA_TILE_N),
+                                 ("block_k", self.block_k, MMA_TILE_K)):
+            if tile % unit:
+                raise ConfigError(f"{name} must be a multiple of {unit} (the tensorized tile), got {tile}")
+        _divides("warp_m", self.warp_m, "block_m", self.block_m)
+        _divides("warp_n", self.warp_n, "block_n", self.block_n)
+        if self.threads > MAX_THREADS_PER_BLOCK:
+            raise ConfigError(f"{self.warps} warps ({self.threads} threads) per block exceeds the limit of "
+                              f"{MAX_THREADS_PER_BLOCK} threads")
+        if self.vector not in (1, 2, 4):
+            raise ConfigError(f"vector must be 1, 2 or 4 floats (at most 16 bytes), got {self.vector}")
+        per_round = self.threads * self.vector
+        for name, elems in (("A", self.block_m * self.block_k), ("B", self.block_k * self.block_n),
+                            ("C", self.block_m * self.block_n)):
+            if elems % per_round:
+                raise ConfigError(f"the {name} tile ({elems} floats) must split evenly over "
+                                  f"{self.threads} threads x vector {self.vector}")
+        self.check_shared_memory("sm_90")
+
+
+@dataclass(frozen=True)
+class TensorCorePipelineConfig(TensorCoreConfig):
+    """Step 13: `stages` cp.async buffers; A rows padded by pad_a floats and B rows by pad_b,
+    so fragment loads hit distinct banks; blocks launched in groups `raster` wide."""
+
+    stages: int = 3  # type: ignore[assignment]
+    pad_a: int = 4  # type: ignore[assignment]
+    pad_b: int = 8  # type: ignore[assignment]
+    raster: int = 1  # type: ignore[assignment]
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if not isinstance(self.stages, int) or isinstance(self.stages, bool) or not 2 <= self.stages <= 5:
+            raise ConfigError(f"stages must be 2 to 5, got {self.stages!r}")
+        for name in ("pad_a", "pad_b"):
+            pad = getattr(self, name)
+            if isinstance(pad, int) and not isinstance(pad, bool) and (pad % 4 or pad >= 32):
+                raise ConfigError(f"{name} must be a multiple of 4 floats below 32, got {pad}")
+        super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
+class TF32x3Config(TensorCorePipelineConfig):
+    """Step 14: step 13's config; the operands are split into big + small TF32 halves, and
+    each 8-k step's three products go to a fresh accumulator added to C in fp32 (`promote` 1)
+    or straight into C on the tensor core (0: faster, truncating, less accurate)."""
+
+    promote: int = 1
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if self.promote not in (0, 1) or isinstance(self.promote, bool):
+            raise ConfigError(f"promote must be 0 or 1, got {self.promote!r}")
+        super().validate(M, N, K)

@@ -105,6 +105,11 @@ def pad_to_tiles(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg, M: int, N: int
     return Padding(_block_or_none(sch, "A_pad"), _block_or_none(sch, "B_pad"), _block_or_none(sch, "C_pad"))
 
 
+def named_pads(sch: s_tir.Schedule) -> Padding:
+    """The pad blocks a computation wrote itself (named as pad_einsum names them)."""
+    return Padding(_block_or_none(sch, "A_pad"), _block_or_none(sch, "B_pad"), _block_or_none(sch, "C_pad"))
+
+
 def inline_padding(sch: s_tir.Schedule, padding: Padding | None, block: s_tir.SBlockRV, thread_loop) -> None:
     """Fold the pad blocks into the scheduled kernel (after the step's apply).
 

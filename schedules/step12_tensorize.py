@@ -1,0 +1,55 @@
+"""Step 12 — tensor cores: blockize a 16 x 16 x 8 tile and tensorize it onto mma.sync TF32.
+
+Idea: steps 1-11 do every multiply-add on the CUDA cores, one FFMA per thread per element
+pair; the H100's FFMA ceiling is about 66 TFLOP/s. Its tensor cores run ``mma.sync.m16n8k8``
+TF32 at about 322 (../shared/notes/tensor-cores.md): a warp multiplies a 16 x 8 by an 8 x 8
+tile in one instruction. TensorIR reaches them with two primitives. ``blockize`` turns the
+innermost 16 x 16 x 8 tile of the matmul into one block; ``tensorize`` replaces that block
+with an intrinsic whose description has the same loops (schedules/tensor_intrin.py registers
+the project's own: TVM ships none for TF32). The loop nest around it is a warp-level version
+of the earlier steps: a 128 x 128 block tile, four warps of 64 x 64, A and B staged through
+shared memory 32 k at a time by all threads, and per 8 k each warp loads its fragments
+(``ldmatrix`` for A, 32-bit loads for B) and issues 4 x 4 tile products, 32 mma.
+C stays in registers, then goes through shared memory to be written as float4 rows.
+
+Reduced precision, said so: the tensor cores read TF32, a 10-bit mantissa (fp32 has 23), so
+the result is compared with float64 against its own tolerance (``TF32_TOLERANCE``, 5e-3;
+expected ~3e-4 like cuBLAS TF32) and with cuBLAS TF32, never with strict fp32.
+
+Prediction: no pipelining yet (one shared buffer, a barrier each slice), so the warps stall on
+every global load, as step 3 did: well below the mma ceiling, maybe 60-100 TFLOP/s at 2048,
+still 1.3-2x step 11 (fp32 on CUDA cores, a different precision: the x prior is shown, not
+claimed as a like-for-like gain).
+
+Measured: see the step-13 docstring's table (H100, 2026-11-22).
+
+Run: python -m steps.step12
+"""
+
+from __future__ import annotations
+
+from . import tensor_core, tensor_intrin
+from .config import TensorCoreConfig
+
+NUMBER = 12
+NAME = "tensor cores (TF32)"
+IDEA = "blockize 16x16x8 tiles, tensorize onto mma.sync.m16n8k8 TF32 (ldmatrix A fragments)"
+PRECISION = "tf32"
+Config = TensorCoreConfig
+PASS_CONFIG: dict = {"tirx.disable_storage_rewrite": True}
+
+
+def default_config(M: int, N: int, K: int) -> TensorCoreConfig:
+    if M * N <= 1024 * 1024:
+        # 128 x 128 tiles leave most of 132 SMs idle at 512 and 1024: 64 x 64 blocks of 4 warps.
+        return TensorCoreConfig(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32)
+    return TensorCoreConfig()
+
+
+def apply(sch, cfg: TensorCoreConfig, block):
+    tiles = tensor_core.tile_warps(sch, block, cfg)
+    tiles = tensor_core.stage_operands(sch, tiles, cfg)
+    scope = cfg.shared_scope
+    tiles = tensor_core.load_fragments(sch, tiles, cfg, tensor_intrin.LOAD_A[scope], tensor_intrin.LOAD_B[scope])
+    tiles = tensor_core.accumulate_in_fragments(sch, tiles, cfg)
+    return tensor_core.tensorize_tiles(sch, tiles, cfg, tensor_intrin.MMA)

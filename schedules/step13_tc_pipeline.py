@@ -1,0 +1,45 @@
+"""Step 13 — feed the tensor cores: cp.async stages, conflict-free fragment loads, tuned tiles.
+
+Idea: step 12's tensor cores wait on memory. Three things from the CUDA-core ladder, applied
+to the warp-level loop nest at once because each alone leaves the others as the limit:
+- step 7's cp.async pipeline: `stages` shared buffers, copies `stages - 1` slices ahead, no
+  registers spent on staging; the slice's k steps unrolled so the next fragments load during
+  this step's mma;
+- step 8's padding: ``ldmatrix`` reads 8 rows of 16 bytes of A per matrix, which with 32-float
+  rows all start in the same bank (8-way conflict); a pad_a of 4 floats shifts each row by one
+  16-byte bank group. B's 32-bit fragment loads read 4 k rows x 8 n columns per instruction:
+  with pad_b = 8 the rows are 8 banks apart, so the 32 lanes hit 32 banks. The same pad on the
+  C tile spreads the accumulator stores;
+- step 9/10's raster order and a tile per size.
+
+Prediction: the pipeline matters most (step 12 stalls on every slice): 2-3x step 12 at 2048,
+approaching half of the mma.sync ceiling (~160 TFLOP/s) at 2048 and 4096, where 128 x 128
+tiles give 256 and 1024 blocks for 132 SMs.
+
+Measured: pending the device run (H100).
+
+Run: python -m steps.step13
+"""
+
+from __future__ import annotations
+
+from . import step12_tensorize as prior
+from . import tensor_core
+from .config import TensorCorePipelineConfig
+
+NUMBER = 13
+NAME = "tensor-core pipeline"
+IDEA = "cp.async stages + padded conflict-free ldmatrix/fragment loads + tiles per size, on the mma loop"
+PRECISION = "tf32"
+Config = TensorCorePipelineConfig
+PASS_CONFIG: dict = {**prior.PASS_CONFIG, "tirx.use_async_copy": True}
+
+
+def default_config(M: int, N: int, K: int) -> TensorCorePipelineConfig:
+    base = prior.default_config(M, N, K)
+    return TensorCorePipelineConfig(**base.as_dict(), stages=3, pad_a=4, pad_b=8, raster=1)
+
+
+def apply(sch, cfg: TensorCorePipelineConfig, block):
+    tiles = prior.apply(sch, cfg, block)
+    return tensor_core.async_pipeline(sch, tiles, cfg.stages)

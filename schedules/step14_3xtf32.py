@@ -1,0 +1,104 @@
+"""Step 14 — 3xTF32: fp32 accuracy from TF32 tensor cores.
+
+Idea: step 13 is fast but reduced precision (TF32 keeps 10 of fp32's 23 mantissa bits). Split
+each operand x into big = tf32(x) and small = tf32(x - big); then
+x*y ~ big_x*big_y + big_x*small_y + small_x*big_y (small*small is below fp32's rounding), three
+TF32 products that together carry fp32's accuracy. TensorIR expresses the split as producer
+blocks: the matmul is written over split operands (``computation`` below: A_split[i, k, part],
+B_split[k, j, part]), those blocks are computed at the shared -> register load (one split per
+fragment, not per mma that reads it) and tensorized with a load intrinsic that loads and splits
+in registers; the mma intrinsic issues small*big, big*small, then big*big.
+
+Accumulation. The tensor core adds its products into C with truncation (round toward zero,
+Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021). Accumulating all of K into C
+on the tensor core therefore loses up to an ulp of C per 8-k step, always toward zero: a bias
+that grows with K (a probe of this accumulation measured 7.2e-6 at 1024^3, 12x cuBLAS SGEMM's
+error, and it would pass 1e-5 near K = 2048). ``promote`` 1 gives each 8-k step's three products
+a fresh zero accumulator (so the truncation is relative to one step's partial sum, K/8 times
+smaller) and adds it to C with an fp32 add, which rounds to nearest: the error then grows like
+an fp32 sum's, not linearly. It costs 8 FADDs per 6 mma per lane.
+
+Prediction: 3 mma per product instead of 1, plus the split (10 integer ops per fragment
+register) and the promote adds: about a third of step 13's speed, ~1.3-1.6x cuBLAS strict fp32
+at 2048 and 4096; error ~1e-6 (promote 1), ~1e-5 and growing with K (promote 0).
+
+Measured: pending the device run (H100).
+
+Run: python -m steps.step14
+"""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+from . import step13_tc_pipeline as prior
+from . import tensor_core, tensor_intrin
+from .config import TF32x3Config
+from .padding import padded_shape
+
+NUMBER = 14
+NAME = "3xTF32"
+IDEA = "split operands into big + small TF32 (producer blocks at the fragment load), 3 mma per product"
+Config = TF32x3Config
+PASS_CONFIG: dict = dict(prior.PASS_CONFIG)
+
+
+def default_config(M: int, N: int, K: int) -> TF32x3Config:
+    return TF32x3Config(**prior.default_config(M, N, K).as_dict(), promote=1)
+
+
+def computation(M: int, N: int, K: int, cfg: TF32x3Config):
+    """The matmul over split operands, padded to whole tiles (A_pad, B_pad, C_pad: the same
+    blocks pad_einsum makes for the other steps; where the tiles divide, their bounds checks are
+    always true and simplify away)."""
+    Mp, Np, Kp = padded_shape(cfg, M, N, K)
+    split = tensor_intrin.tf32_split
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        with T.sblock("root"):
+            A_pad = T.sblock_alloc_buffer((Mp, Kp), "float32")
+            B_pad = T.sblock_alloc_buffer((Kp, Np), "float32")
+            A_split = T.sblock_alloc_buffer((Mp, Kp, 2), "float32")
+            B_split = T.sblock_alloc_buffer((Kp, Np, 2), "float32")
+            C_acc = T.sblock_alloc_buffer((Mp, Np), "float32")
+            for i, k in T.grid(Mp, Kp):
+                with T.sblock("A_pad"):
+                    vi, vk = T.axis.remap("SS", [i, k])
+                    A_pad[vi, vk] = T.if_then_else(vi < M and vk < K, A[vi, vk], T.float32(0))
+            for k, j in T.grid(Kp, Np):
+                with T.sblock("B_pad"):
+                    vk, vj = T.axis.remap("SS", [k, j])
+                    B_pad[vk, vj] = T.if_then_else(vk < K and vj < N, B[vk, vj], T.float32(0))
+            for i, k, p in T.grid(Mp, Kp, 2):
+                with T.sblock("A_split"):
+                    vi, vk, vp = T.axis.remap("SSS", [i, k, p])
+                    A_split[vi, vk, vp] = split(A_pad[vi, vk], vp)
+            for k, j, p in T.grid(Kp, Np, 2):
+                with T.sblock("B_split"):
+                    vk, vj, vp = T.axis.remap("SSS", [k, j, p])
+                    B_split[vk, vj, vp] = split(B_pad[vk, vj], vp)
+            for i, j, k in T.grid(Mp, Np, Kp):
+                with T.sblock("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    with T.init():
+                        C_acc[vi, vj] = T.float32(0)
+                    C_acc[vi, vj] = C_acc[vi, vj] + (A_split[vi, vk, 1] * B_split[vk, vj, 0]
+                                                     + A_split[vi, vk, 0] * B_split[vk, vj, 1]
+                                                     + A_split[vi, vk, 0] * B_split[vk, vj, 0])
+            for i, j in T.grid(M, N):
+                with T.sblock("C_pad"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = C_acc[vi, vj]
+
+    return main
+
+
+def apply(sch, cfg: TF32x3Config, block):
+    tiles = tensor_core.tile_warps(sch, block, cfg)
+    tiles = tensor_core.split_fragments(sch, tiles, cfg)
+    tiles = tensor_core.accumulate_in_fragments(sch, tiles, cfg)
+    mma = tensor_intrin.SPLIT_MMA_PROMOTE if cfg.promote else tensor_intrin.SPLIT_MMA
+    tiles = tensor_core.tensorize_tiles(sch, tiles, cfg, mma)
+    return tensor_core.async_pipeline(sch, tiles, cfg.stages)

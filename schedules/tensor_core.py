@@ -1,0 +1,217 @@
+"""The schedule transforms of the tensor-core steps (12-14), each written once.
+
+The CUDA-core steps give every thread a micro-tile of C; here the unit is a warp. The matmul is
+cut into 16 x 16 x 8 tiles, each ``blockize``d into one block that ``tensorize`` replaces with
+two ``mma.sync.m16n8k8`` TF32 instructions (schedules/tensor_intrin.py). Around it:
+
+- a thread block owns block_m x block_n of C, its warps warp_m x warp_n each (threadIdx.y is
+  the warp, threadIdx.x the lane: the lane is bound inside the intrinsics);
+- A and B are staged through shared memory block_k at a time, copied by all threads;
+- per 8 k, each warp loads its A and B fragments from shared memory into registers and
+  issues (warp_m / 16) x (warp_n / 16) tile products;
+- C accumulates in registers, is stored to shared memory tile by tile, and written to global
+  memory as coalesced float4 rows (predicated where a shape is padded).
+
+Fragments are per-thread ``local`` buffers: ``transform_layout`` maps each 16 x 8 (or 8 x 16,
+16 x 16) tile to the register of its owning lane (``assume_injective_transform``: the map
+drops the lane, so it is not injective over the whole warp, which is exactly how the registers
+are spread over the warp). TVM's "warp" scope, meant for this, does not lower in 0.27:
+LowerWarpMemory looks for threadIdx.x inside the buffer's scope, and LiftThreadBinding has
+already moved it above every allocation.
+
+Pure IR: no GPU, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tvm import s_tir
+
+from . import tensor_intrin as ti
+from .transforms import Tiles, rasterize
+
+WARP = ti.WARP
+
+
+@dataclass
+class TensorTiles(Tiles):
+    """Tiles, plus the handles the tensor-core steps pass on."""
+
+    outer: s_tir.SBlockRV | None = None  # the blockized 16 x 16 x 8 tile
+    warp: s_tir.LoopRV | None = None  # threadIdx.y
+    k_step: s_tir.LoopRV | None = None  # 8 k per step inside a block_k slice
+    tile_i: s_tir.LoopRV | None = None  # 16 x 16 tiles of the warp's tile
+    tile_j: s_tir.LoopRV | None = None
+    fragments: list = field(default_factory=list)  # A, B register fragments
+    output_shared: s_tir.SBlockRV | None = None  # C staged in shared memory
+    output_fragment: s_tir.SBlockRV | None = None  # C registers -> shared
+    init: s_tir.SBlockRV | None = None
+
+
+def tile_warps(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg) -> TensorTiles:
+    """Cut i, j, k into 16 x 16 x 8 tiles, blockize one, and lay the tiles over blocks and warps.
+
+    Loop order: block_i block_j warp | k_outer k_step | tile_i tile_j | the 16 x 16 x 8 tile.
+    """
+    i, j, k = sch.get_loops(block)
+    i, ti_ = sch.split(i, [None, ti.TILE_M])
+    j, tj_ = sch.split(j, [None, ti.TILE_N])
+    k, tk_ = sch.split(k, [None, ti.TILE_K])
+    sch.reorder(i, j, k, ti_, tj_, tk_)
+    outer = sch.blockize(ti_)
+    block_i, warp_i, tile_i = sch.split(i, [None, cfg.block_m // cfg.warp_m, cfg.warp_m // ti.TILE_M])
+    block_j, warp_j, tile_j = sch.split(j, [None, cfg.block_n // cfg.warp_n, cfg.warp_n // ti.TILE_N])
+    k_outer, k_step = sch.split(k, [None, cfg.block_k // ti.TILE_K])
+    sch.reorder(block_i, block_j, warp_i, warp_j, k_outer, k_step, tile_i, tile_j)
+    block_i, block_j = rasterize(sch, block_i, block_j, cfg.raster)
+    warp = sch.fuse(warp_i, warp_j)
+    sch.bind(warp, "threadIdx.y")
+    return TensorTiles(block, block_i, block_j, warp, warp, k_outer=k_outer, outer=outer, warp=warp,
+                       k_step=k_step, tile_i=tile_i, tile_j=tile_j)
+
+
+def _spread_copy(sch: s_tir.Schedule, copy: s_tir.SBlockRV, warps: int, vector: int) -> None:
+    """All threads copy a tile, a warp-contiguous `vector` floats per thread per round."""
+    fused = sch.fuse(*sch.get_loops(copy)[-2:])
+    _, ty, tx, vec = sch.split(fused, [None, warps, WARP, vector])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+
+
+def stage_operands(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> TensorTiles:
+    """A and B through shared memory, block_k per slice, rows padded by pad_a / pad_b floats."""
+    for operand, pad in ((0, cfg.pad_a), (1, cfg.pad_b)):
+        copy = sch.cache_read(tiles.outer, operand, cfg.shared_scope)
+        sch.compute_at(copy, tiles.k_outer)
+        _spread_copy(sch, copy, cfg.warps, cfg.vector)
+        if pad:
+            row = cfg.block_k if operand == 0 else cfg.block_n
+            sch.storage_align(copy, 0, axis=-2, factor=32, offset=(row + pad) % 32)
+        tiles.shared_copies.append(copy)
+    return tiles
+
+
+def _split_2d(sch: s_tir.Schedule, block: s_tir.SBlockRV, rows: int, cols: int):
+    """Split a block's last two loops into (rows x cols) tiles; return the tile's first loop."""
+    a, b = sch.get_loops(block)[-2:]
+    a_out, a_in = sch.split(a, [None, rows])
+    b_out, b_in = sch.split(b, [None, cols])
+    sch.reorder(a_out, b_out, a_in, b_in)
+    sch.unroll(a_out)
+    sch.unroll(b_out)
+    return a_in
+
+
+def load_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg, load_a: str, load_b: str) -> TensorTiles:
+    """Per 8 k: each warp's A (warp_m x 8) and B (8 x warp_n) fragments, shared -> registers."""
+    a_frag = sch.cache_read(tiles.outer, 0, "local")
+    b_frag = sch.cache_read(tiles.outer, 1, "local")
+    for frag in (a_frag, b_frag):
+        sch.compute_at(frag, tiles.k_step)
+    a_tile = _split_2d(sch, a_frag, ti.TILE_M, ti.TILE_K)
+    b_tile = _split_2d(sch, b_frag, ti.TILE_K, ti.TILE_N)
+    sch.transform_layout(a_frag, ("write", 0), lambda i, k: (i // ti.TILE_M, k // ti.TILE_K,
+                                                             ti.a_fragment(i % ti.TILE_M, k % ti.TILE_K)[1]),
+                         assume_injective_transform=True)
+    sch.transform_layout(b_frag, ("write", 0), lambda k, n: (k // ti.TILE_K, n // ti.TILE_N,
+                                                             ti.b_fragment(k % ti.TILE_K, n % ti.TILE_N)[1]),
+                         assume_injective_transform=True)
+    sch.tensorize(a_tile, load_a)
+    sch.tensorize(b_tile, load_b)
+    tiles.fragments = [a_frag, b_frag]
+    return tiles
+
+
+def _split_fragment_layout(operand: int, rows: int, cols: int):
+    """(row, col, part) of a split operand -> (tile row, tile col, register): big halves in
+    registers 0-3, small in 4-7 (a closure: index maps take no default arguments)."""
+    where = ti.a_fragment if operand == 0 else ti.b_fragment
+    return lambda x, y, p: (x // rows, y // cols, p * ti.FRAG_AB + where(x % rows, y % cols)[1])
+
+
+def split_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> TensorTiles:
+    """Step 14: the split blocks (A_split, B_split: big and small halves of each operand)
+    become the fragment loads, computed per 8 k at the warp and tensorized with a load that
+    splits in registers; their input (A, B, padded) is staged through shared memory as in
+    ``stage_operands``."""
+    for name, operand, pad, rows, cols, load in (
+        ("A_split", 0, cfg.pad_a, ti.TILE_M, ti.TILE_K, ti.SPLIT_LOAD_A[cfg.shared_scope]),
+        ("B_split", 1, cfg.pad_b, ti.TILE_K, ti.TILE_N, ti.SPLIT_LOAD_B[cfg.shared_scope]),
+    ):
+        split = sch.get_sblock(name)
+        sch.set_scope(split, 0, "local")
+        sch.compute_at(split, tiles.k_step)
+        copy = sch.cache_read(split, 0, cfg.shared_scope)
+        sch.compute_at(copy, tiles.k_outer)
+        _spread_copy(sch, copy, cfg.warps, cfg.vector)
+        if pad:
+            row = cfg.block_k if operand == 0 else cfg.block_n
+            sch.storage_align(copy, 0, axis=-2, factor=32, offset=(row + pad) % 32)
+        tiles.shared_copies.append(copy)
+        r, c, part = sch.get_loops(split)[-3:]
+        r_out, r_in = sch.split(r, [None, rows])
+        c_out, c_in = sch.split(c, [None, cols])
+        sch.reorder(r_out, c_out, r_in, c_in, part)
+        sch.unroll(r_out)
+        sch.unroll(c_out)
+        sch.transform_layout(split, ("write", 0), _split_fragment_layout(operand, rows, cols),
+                             assume_injective_transform=True)
+        sch.tensorize(r_in, load)
+        tiles.fragments.append(split)
+    return tiles
+
+
+def accumulate_in_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> TensorTiles:
+    """C in registers for the whole k loop; then registers -> shared -> global.
+
+    The C tile goes through shared memory so each warp writes whole rows of C as float4s
+    (the accumulator fragment holds pairs of columns per lane), and so padded shapes get
+    their predicate on that one copy (schedules/padding.py).
+    """
+    output_shared = sch.cache_write(tiles.outer, 0, cfg.shared_scope)
+    output_fragment = sch.cache_write(tiles.outer, 0, "local")
+    sch.reverse_compute_at(output_fragment, tiles.warp)
+    sch.reverse_compute_at(output_shared, tiles.warp)
+    if cfg.pad_b:  # the C tile's rows, as written by the fragment store
+        sch.storage_align(output_fragment, 0, axis=-2, factor=32, offset=(cfg.block_n + cfg.pad_b) % 32)
+    _split_2d(sch, output_fragment, ti.TILE_M, ti.TILE_N)
+    sch.transform_layout(output_fragment, ("read", 0), lambda i, j: (i // ti.TILE_M, j // ti.TILE_N,
+                                                                      ti.c_fragment(i % ti.TILE_M, j % ti.TILE_N)[1]),
+                         assume_injective_transform=True)
+    fused = sch.fuse(*sch.get_loops(output_shared)[-2:])
+    _, tx, vec = sch.split(fused, [None, WARP, cfg.vector])
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+    tiles.output_shared, tiles.output_fragment = output_shared, output_fragment
+    tiles.accumulator = output_fragment
+    return tiles
+
+
+def tensorize_tiles(sch: s_tir.Schedule, tiles: TensorTiles, cfg, mma: str) -> TensorTiles:
+    """Zero the accumulators before the k loop, then replace the 16 x 16 x 8 tile, its zeroing
+    and its store with the intrinsics."""
+    init = sch.decompose_reduction(tiles.outer, tiles.k_outer)
+    init_tile = sch.get_child_blocks(init)[0]
+    for loop in sch.get_loops(init)[-2:]:
+        sch.unroll(loop)
+    sch.tensorize(sch.get_loops(init_tile)[-2], ti.FILL)
+    sch.tensorize(sch.get_loops(tiles.block)[-3], mma)
+    sch.tensorize(sch.get_loops(tiles.output_fragment)[-2], ti.STORE[cfg.shared_scope])
+    sch.unroll(tiles.tile_i)
+    sch.unroll(tiles.tile_j)
+    tiles.init = init
+    tiles.block = tiles.outer  # the 16 x 16 x 8 block is now the intrinsic's; padding sees the tile
+    return tiles
+
+
+def async_pipeline(sch: s_tir.Schedule, tiles: TensorTiles, stages: int) -> TensorTiles:
+    """cp.async global -> shared, `stages` buffers, copies `stages - 1` slices ahead (step 7's
+    idea on the tensor-core loop nest); the slice's k steps unrolled so fragment loads of the
+    next 8 k can overlap the mma of this one."""
+    sch.annotate(tiles.k_outer, "software_pipeline_stage", [0, 0, stages - 1])
+    sch.annotate(tiles.k_outer, "software_pipeline_order", [0, 1, 2])
+    sch.annotate(tiles.k_outer, "software_pipeline_async_stages", [0])
+    sch.unroll(tiles.k_step)
+    return tiles

@@ -1,0 +1,381 @@
+"""TF32 tensor-core intrinsics for ``tensorize``: the project's own, registered once at import.
+
+TVM 0.27 ships ``mma.sync`` intrinsics for fp16, int8 and fp8 only; its codegen accepts
+``T.ptx_legacy.mma(..., "tf32", "tf32", "fp32", ...)``, so the TF32 pairs are written here.
+Each intrinsic is a pair of PrimFuncs: a *description* (what the tile computes, elementwise,
+which ``tensorize`` matches against the blockized schedule) and an *implementation* (the PTX).
+
+The unit of work is a 16 x 16 x 8 tile (m x n x k): two ``mma.sync.m16n8k8`` TF32
+instructions side by side along n. Per warp, a fragment is a [32 lanes, regs] "warp" buffer;
+the maps below say which lane holds which element (PTX ISA, "Matrix Fragments for
+mma.m16n8k8", with g = lane // 4 and t = lane % 4):
+
+- A, 16 x 8 (m, k):  a0 (g, t)  a1 (g+8, t)  a2 (g, t+4)  a3 (g+8, t+4)
+- B, 8 x 16 (k, n):  b0 (t, g)  b1 (t+4, g) for n < 8; regs 2, 3 the same for n + 8
+- C, 16 x 16 (m, n): c0 (g, 2t)  c1 (g, 2t+1)  c2 (g+8, 2t)  c3 (g+8, 2t+1); regs 4-7 for n + 8
+
+C's map is the one TVM's fp16 intrinsics use for a 16 x 16 accumulator, so the fp32 fill
+(``mma_fill_16x16_f32``) and the store to shared memory are TVM's own.
+
+Loads: an fp32 A fragment is four 8 x 4 fp32 tiles, which is what ``ldmatrix.x4.b16`` moves
+(an 8 x 8 tile of 16-bit values is an 8 x 4 tile of 32-bit ones, and lane l receives element
+(l // 4, l % 4) of each): one instruction per fragment. B cannot use it: ``.trans`` swaps
+16-bit halves, not fp32 elements, and B is stored k-major (n contiguous, as cp.async copies
+it from global). So B's fragment is four 32-bit shared loads per lane.
+
+3xTF32 (``TF32X3_*``): x = big + small with big = tf32(x), small = tf32(x - big); the split is
+done once per fragment, at the shared -> register load, into a fragment of 8 registers per
+lane (0-3 big, 4-7 small). Its mma issues small*big + big*small + big*big.
+Pure IR: no GPU, no I/O.
+"""
+
+from __future__ import annotations
+
+from tvm.s_tir import TensorIntrin
+from tvm.script import tirx as T
+from tvm.tirx import IntImm
+
+WARP = 32
+# One tensorized tile: m x n x k.
+TILE_M, TILE_N, TILE_K = 16, 16, 8
+FRAG_AB = TILE_M * TILE_K // WARP  # 4 registers per lane for A (16x8) and for B (8x16)
+FRAG_C = TILE_M * TILE_N // WARP  # 8 accumulators per lane for C (16x16)
+
+
+def a_fragment(i, k):
+    """(lane, register) of element (i, k) of a 16 x 8 A tile."""
+    return 4 * (i % 8) + k % 4, i // 8 + 2 * (k // 4)
+
+
+def b_fragment(k, n):
+    """(lane, register) of element (k, n) of an 8 x 16 B tile."""
+    return 4 * (n % 8) + k % 4, k // 4 + 2 * (n // 8)
+
+
+def c_fragment(i, j):
+    """(lane, register) of element (i, j) of a 16 x 16 fp32 accumulator (TVM's own layout)."""
+    return 4 * (i % 8) + (j % 8) // 2, j % 2 + 2 * (i // 8) + 4 * (j // 8)
+
+
+def b_element(lane, reg):
+    """Inverse of b_fragment: the (k, n) that a lane's register holds."""
+    return lane % 4 + 4 * (reg % 2), lane // 4 + 8 * (reg // 2)
+
+
+# -- TF32 rounding in integer arithmetic (exact, no GPU instruction needed) ------------------
+# tf32 keeps fp32's sign and 8-bit exponent and the top 10 of its 23 mantissa bits. Adding
+# half of the dropped part (0x1000) before masking rounds to nearest, ties away from zero:
+# what ``cvt.rna.tf32.f32`` does. The tensor core itself ignores the low 13 bits of its
+# inputs (truncation), so feeding it x unrounded costs up to one tf32 ulp where rounding
+# costs half.
+TF32_MASK = 0xFFFFE000
+TF32_HALF = 0x1000
+
+
+def tf32_round(x):
+    bits = T.reinterpret("uint32", x)
+    return T.reinterpret("float32", T.bitwise_and(bits + T.uint32(TF32_HALF), T.uint32(TF32_MASK)))
+
+
+def tf32_split(x, part):
+    """Part 0 (big) or 1 (small) of x = big + small: big = tf32(x), small = tf32(x - big).
+
+    x - big is exact in fp32 (it is x's low 13 mantissa bits), and rounding it to tf32 keeps
+    its top 11 significant bits, so big + small carries 22 of x's 24: the third term,
+    tf32(x - big - small), is below fp32's own rounding of the product sum and is dropped."""
+    return T.if_then_else(part == 0, tf32_round(x), tf32_round(x - tf32_round(x)))
+
+
+# -- descriptions and implementations ----------------------------------------------------------
+
+
+def _load_a(scope: str):
+    """Shared (16 x 8) -> A fragment (4 registers per lane) with one ldmatrix.x4."""
+
+    @T.prim_func(s_tir=True)
+    def desc(frag_handle: T.handle, shared_handle: T.handle) -> None:
+        shared = T.match_buffer(shared_handle, (TILE_M, TILE_K), "float32", align=64, offset_factor=TILE_K, scope=scope)
+        frag = T.match_buffer(frag_handle, (FRAG_AB,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(shared[0:TILE_M, 0:TILE_K])
+            T.writes(frag[0:FRAG_AB])
+            for ax0, ax1 in T.grid(TILE_M, TILE_K):
+                with T.sblock("load"):
+                    i, k = T.axis.remap("SS", [ax0, ax1])
+                    _lane, reg = T.meta_var(a_fragment(i, k))
+                    T.reads(shared[i, k])
+                    T.writes(frag[reg])
+                    frag[reg] = shared[i, k]
+
+    @T.prim_func(s_tir=True)
+    def impl(frag_handle: T.handle, shared_handle: T.handle) -> None:
+        s0 = T.int32()
+        s1 = T.int32()
+        shared = T.match_buffer(shared_handle, (TILE_M, TILE_K), "float32", align=64, offset_factor=TILE_K,
+                                scope=scope, strides=[s0, s1])
+        frag = T.match_buffer(frag_handle, (FRAG_AB,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(shared[0:TILE_M, 0:TILE_K])
+            T.writes(frag[0:FRAG_AB])
+            for tx in T.thread_binding(0, WARP, "threadIdx.x"):
+                # Lanes 0-15 give the row addresses of k 0-3, lanes 16-31 of k 4-7: matrices
+                # (rows 0-7, k 0-3), (8-15, 0-3), (0-7, 4-7), (8-15, 4-7) land in a0-a3.
+                T.evaluate(T.ptx_legacy.ldmatrix(
+                    False, 4, ".b16", frag.data, frag.elem_offset, shared.access_ptr("r"),
+                    s0 * (tx % 16) + 4 * (tx // 16), dtype="float32"))
+
+    return desc, impl
+
+
+def _load_b(scope: str):
+    """Shared (8 x 16) -> B fragment (4 registers per lane), four 32-bit loads."""
+
+    @T.prim_func(s_tir=True)
+    def desc(frag_handle: T.handle, shared_handle: T.handle) -> None:
+        shared = T.match_buffer(shared_handle, (TILE_K, TILE_N), "float32", align=64, offset_factor=TILE_N, scope=scope)
+        frag = T.match_buffer(frag_handle, (FRAG_AB,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(shared[0:TILE_K, 0:TILE_N])
+            T.writes(frag[0:FRAG_AB])
+            for ax0, ax1 in T.grid(TILE_K, TILE_N):
+                with T.sblock("load"):
+                    k, n = T.axis.remap("SS", [ax0, ax1])
+                    _lane, reg = T.meta_var(b_fragment(k, n))
+                    T.reads(shared[k, n])
+                    T.writes(frag[reg])
+                    frag[reg] = shared[k, n]
+
+    @T.prim_func(s_tir=True)
+    def impl(frag_handle: T.handle, shared_handle: T.handle) -> None:
+        s0 = T.int32()
+        s1 = T.int32()
+        shared = T.match_buffer(shared_handle, (TILE_K, TILE_N), "float32", align=64, offset_factor=TILE_N,
+                                scope=scope, strides=[s0, s1])
+        frag = T.match_buffer(frag_handle, (FRAG_AB,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(shared[0:TILE_K, 0:TILE_N])
+            T.writes(frag[0:FRAG_AB])
+            for tx in T.thread_binding(0, WARP, "threadIdx.x"):
+                for r in T.unroll(FRAG_AB):
+                    k, n = T.meta_var(b_element(tx, r))
+                    frag[r] = shared[k, n]
+
+    return desc, impl
+
+
+def _load_split(scope: str, operand: str):
+    """Shared tile -> (big, small) fragment, 8 registers per lane: the plain load, then the
+    split in registers, once per fragment (not once per mma that uses it)."""
+    rows, cols = (TILE_M, TILE_K) if operand == "A" else (TILE_K, TILE_N)
+    where = a_fragment if operand == "A" else b_fragment
+    regs = 2 * FRAG_AB
+
+    @T.prim_func(s_tir=True)
+    def desc(frag_handle: T.handle, shared_handle: T.handle) -> None:
+        shared = T.match_buffer(shared_handle, (rows, cols), "float32", align=64, offset_factor=cols, scope=scope)
+        frag = T.match_buffer(frag_handle, (regs,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(shared[0:rows, 0:cols])
+            T.writes(frag[0:regs])
+            for ax0, ax1, ax2 in T.grid(rows, cols, 2):
+                with T.sblock("split"):
+                    r, c, part = T.axis.remap("SSS", [ax0, ax1, ax2])
+                    _lane, reg = T.meta_var(where(r, c))
+                    T.reads(shared[r, c])
+                    T.writes(frag[part * FRAG_AB + reg])
+                    frag[part * FRAG_AB + reg] = tf32_split(shared[r, c], part)
+
+    @T.prim_func(s_tir=True)
+    def impl(frag_handle: T.handle, shared_handle: T.handle) -> None:
+        s0 = T.int32()
+        s1 = T.int32()
+        shared = T.match_buffer(shared_handle, (rows, cols), "float32", align=64, offset_factor=cols,
+                                scope=scope, strides=[s0, s1])
+        frag = T.match_buffer(frag_handle, (regs,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(shared[0:rows, 0:cols])
+            T.writes(frag[0:regs])
+            for tx in T.thread_binding(0, WARP, "threadIdx.x"):
+                if operand == "A":
+                    T.evaluate(T.ptx_legacy.ldmatrix(
+                        False, 4, ".b16", frag.data, frag.elem_offset, shared.access_ptr("r"),
+                        s0 * (tx % 16) + 4 * (tx // 16), dtype="float32"))
+                else:
+                    for r in T.unroll(FRAG_AB):
+                        k, n = T.meta_var(b_element(tx, r))
+                        frag[r] = shared[k, n]
+                for r in T.unroll(FRAG_AB):
+                    frag[FRAG_AB + r] = tf32_round(frag[r] - tf32_round(frag[r]))
+                    frag[r] = tf32_round(frag[r])
+
+    return desc, impl
+
+
+def _mma(split: bool, promote: bool = False):
+    """C (16 x 16) += A (16 x 8) @ B (8 x 16): two m16n8k8 TF32 mma per product.
+
+    With ``split`` the fragments hold (big, small) halves in registers 0-3 / 4-7 and the tile
+    issues small*big + big*small + big*big, small terms first so they are not lost behind the
+    big one. With ``promote`` those three go into a fresh accumulator and are added to C by an
+    fp32 add on the CUDA cores: the tensor core's own accumulation truncates (rounds toward
+    zero), which over K / 8 accumulations into C biases the sum (schedules/step14_3xtf32.py).
+    """
+    regs = 2 * FRAG_AB if split else FRAG_AB
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (regs,), "float32", offset_factor=1, scope="local")
+        B = T.match_buffer(b, (regs,), "float32", offset_factor=1, scope="local")
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(C[0:FRAG_C], A[0:regs], B[0:regs])
+            T.writes(C[0:FRAG_C])
+            for i, j, k in T.grid(TILE_M, TILE_N, TILE_K):
+                with T.sblock("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    _lc, rc = T.meta_var(c_fragment(vi, vj))
+                    _la, ra = T.meta_var(a_fragment(vi, vk))
+                    _lb, rb = T.meta_var(b_fragment(vk, vj))
+                    if split:
+                        # Read regions as TensorIR merges them: big and small of one element.
+                        T.reads(C[rc], A[ra:ra + FRAG_AB + 1], B[rb:rb + FRAG_AB + 1])
+                        T.writes(C[rc])
+                        C[rc] = C[rc] + (A[FRAG_AB + ra] * B[rb] + A[ra] * B[FRAG_AB + rb] + A[ra] * B[rb])
+                    else:
+                        T.reads(C[rc], A[ra], B[rb])
+                        T.writes(C[rc])
+                        C[rc] = C[rc] + A[ra] * B[rb]
+
+    def mma(A, a_reg, B, b_reg, C, c_reg):
+        return T.ptx_legacy.mma(
+            "m16n8k8", "row", "col", "tf32", "tf32", "fp32",
+            A.data, A.elem_offset + a_reg, B.data, B.elem_offset + b_reg, C.data, C.elem_offset + c_reg,
+            False, dtype="float32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (regs,), "float32", offset_factor=1, scope="local")
+        B = T.match_buffer(b, (regs,), "float32", offset_factor=1, scope="local")
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(C[0:FRAG_C], A[0:regs], B[0:regs])
+            T.writes(C[0:FRAG_C])
+            for _tx in T.thread_binding(0, WARP, "threadIdx.x"):
+                if promote:
+                    with T.sblock("promote"):
+                        T.reads(C[0:FRAG_C], A[0:regs], B[0:regs])
+                        T.writes(C[0:FRAG_C])
+                        acc = T.sblock_alloc_buffer((FRAG_C,), "float32", scope="local")
+                        for r in T.unroll(FRAG_C):
+                            acc[r] = T.float32(0)
+                        for half in T.unroll(2):
+                            T.evaluate(mma(A, FRAG_AB, B, 2 * half, acc, 4 * half))  # small_a * big_b
+                            T.evaluate(mma(A, 0, B, FRAG_AB + 2 * half, acc, 4 * half))  # big_a * small_b
+                            T.evaluate(mma(A, 0, B, 2 * half, acc, 4 * half))  # big_a * big_b
+                        for r in T.unroll(FRAG_C):
+                            C[r] = C[r] + acc[r]
+                else:
+                    for half in T.unroll(2):  # n 0-7 and n 8-15: B regs 0-1 / 2-3, C regs 0-3 / 4-7
+                        if split:
+                            T.evaluate(mma(A, FRAG_AB, B, 2 * half, C, 4 * half))  # small_a * big_b
+                            T.evaluate(mma(A, 0, B, FRAG_AB + 2 * half, C, 4 * half))  # big_a * small_b
+                        T.evaluate(mma(A, 0, B, 2 * half, C, 4 * half))  # big_a * big_b
+
+    return desc, impl
+
+
+def _fill():
+    """Zero a 16 x 16 fp32 accumulator: 8 registers per lane."""
+
+    @T.prim_func(s_tir=True)
+    def desc(c: T.handle) -> None:
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads()
+            T.writes(C[0:FRAG_C])
+            for i, j in T.grid(TILE_M, TILE_N):
+                with T.sblock("C_init"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    _lane, reg = T.meta_var(c_fragment(vi, vj))
+                    T.reads()
+                    T.writes(C[reg])
+                    C[reg] = T.float32(0)
+
+    @T.prim_func(s_tir=True)
+    def impl(c: T.handle) -> None:
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads()
+            T.writes(C[0:FRAG_C])
+            for _tx in T.thread_binding(0, WARP, "threadIdx.x"):
+                for r in T.unroll(FRAG_C):
+                    C[r] = T.float32(0)
+
+    return desc, impl
+
+
+def _store(scope: str):
+    """Write a 16 x 16 fp32 accumulator to a (shared-memory) tile, each lane its 8 values."""
+
+    @T.prim_func(s_tir=True)
+    def desc(c: T.handle, out: T.handle) -> None:
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        O = T.match_buffer(out, (TILE_M, TILE_N), "float32", offset_factor=1, scope=scope)
+        with T.sblock("root"):
+            T.reads(C[0:FRAG_C])
+            T.writes(O[0:TILE_M, 0:TILE_N])
+            for i, j in T.grid(TILE_M, TILE_N):
+                with T.sblock("store"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    _lane, reg = T.meta_var(c_fragment(vi, vj))
+                    T.reads(C[reg])
+                    T.writes(O[vi, vj])
+                    O[vi, vj] = C[reg]
+
+    @T.prim_func(s_tir=True)
+    def impl(c: T.handle, out: T.handle) -> None:
+        s0 = T.int32()
+        s1 = T.int32()
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        O = T.match_buffer(out, (TILE_M, TILE_N), "float32", offset_factor=1, scope=scope, strides=[s0, s1])
+        with T.sblock("root"):
+            T.reads(C[0:FRAG_C])
+            T.writes(O[0:TILE_M, 0:TILE_N])
+            for tx in T.thread_binding(0, WARP, "threadIdx.x"):
+                for r in T.unroll(FRAG_C):
+                    # c_fragment inverted: lane (g, t), register r -> row g + 8 (r // 2 % 2), column 8 (r // 4) + 2t + r % 2
+                    O[tx // 4 + 8 * (r // 2 % 2), 8 * (r // 4) + 2 * (tx % 4) + r % 2] = C[r]
+
+    return desc, impl
+
+
+def _name(kind: str, scope: str = "") -> str:
+    return f"matmul_ladder_{kind}" + (f"_{scope.replace('.', '_')}" if scope else "")
+
+
+SCOPES = ("shared", "shared.dyn")
+LOAD_A = {s: _name("tf32_load_a", s) for s in SCOPES}
+LOAD_B = {s: _name("tf32_load_b", s) for s in SCOPES}
+MMA = _name("tf32_mma_16x16x8")
+SPLIT_LOAD_A = {s: _name("tf32x3_load_a", s) for s in SCOPES}
+SPLIT_LOAD_B = {s: _name("tf32x3_load_b", s) for s in SCOPES}
+SPLIT_MMA = _name("tf32x3_mma_16x16x8")
+SPLIT_MMA_PROMOTE = _name("tf32x3_mma_16x16x8_promote")
+FILL = _name("fill_16x16_f32")
+STORE = {s: _name("store_16x16_f32", s) for s in SCOPES}
+
+
+def _register() -> None:
+    for scope in SCOPES:
+        TensorIntrin.register(LOAD_A[scope], *_load_a(scope), override=True)
+        TensorIntrin.register(LOAD_B[scope], *_load_b(scope), override=True)
+        TensorIntrin.register(SPLIT_LOAD_A[scope], *_load_split(scope, "A"), override=True)
+        TensorIntrin.register(SPLIT_LOAD_B[scope], *_load_split(scope, "B"), override=True)
+        TensorIntrin.register(STORE[scope], *_store(scope), override=True)
+    TensorIntrin.register(MMA, *_mma(split=False), override=True)
+    TensorIntrin.register(SPLIT_MMA, *_mma(split=True), override=True)
+    TensorIntrin.register(SPLIT_MMA_PROMOTE, *_mma(split=True, promote=True), override=True)
+    TensorIntrin.register(FILL, *_fill(), override=True)
+
+
+_register()
