@@ -33,6 +33,7 @@ from . import (
     step8_conflict_free,
     step9_warp_tile,
     step10_tuned,
+    step11_split_k,
 )
 from .config import ConfigError, check_sizes
 from .matmul import matmul
@@ -106,6 +107,7 @@ STEPS: tuple[Step, ...] = tuple(
         step8_conflict_free,
         step9_warp_tile,
         step10_tuned,
+        step11_split_k,
     )
 )
 

@@ -268,3 +268,33 @@ class TunedConfig(WarpTileConfig):
         if self.unroll_k not in (0, 1):
             raise ConfigError(f"unroll_k must be 0 or 1, got {self.unroll_k!r}")
         super().validate(M, N, K)
+
+
+# Chunks of K per split-K call: beyond this the partial buffer and its reduction cost more
+# than the grid gains (the rule never asks for more; schedules/shape_rule.py).
+MAX_SPLIT_K = 64
+
+
+@dataclass(frozen=True)
+class SplitKConfig(TunedConfig):
+    """Step 11: the reduction over K split into `split_k` chunks (rfactor), each chunk its own
+    slice of the grid (blockIdx.z), summed by a second kernel; split_k 1 is step 10."""
+
+    split_k: int = 1
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        super().validate(M, N, K)
+        if not 1 <= self.split_k <= MAX_SPLIT_K:
+            raise ConfigError(f"split_k must be 1-{MAX_SPLIT_K}, got {self.split_k!r}")
+        # Chunks are whole block_k slices of equal length (K pads to split_k * block_k): the
+        # last chunk must still start inside K, or some chunks would hold only padding.
+        if (self.split_k - 1) * self.chunk_k(K) >= K:
+            raise ConfigError(
+                f"split_k {self.split_k} leaves chunks of only padding at K={K} (chunks of "
+                f"{self.chunk_k(K)} = whole block_k {self.block_k} slices); use a smaller split_k"
+            )
+
+    def chunk_k(self, K: int) -> int:
+        """The length of one K chunk: K / split_k rounded up to whole block_k slices."""
+        per_chunk = -(-K // self.split_k)
+        return -(-per_chunk // self.block_k) * self.block_k
