@@ -308,6 +308,30 @@ def write_tuned_shapes(step, best: dict, env: dict, path: Path) -> None:
     results.write_json_atomic(path, doc)
 
 
+def best_from_log(step, path: Path) -> dict:
+    """A shape sweep's winners from its --log (e.g. of a run cut off by a time limit):
+    {shape: {"best": result, "rule": the rule's pick's result or None}}."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise cli.UsageError(f"{path}: {harness._one_line(exc)}") from None
+    best: dict = {}
+    for line in lines:
+        try:
+            res = json.loads(line)
+            size = (res["M"], res["N"], res["K"])
+        except (ValueError, KeyError, TypeError):
+            raise cli.UsageError(f"{path}: not a sweep log line: {line[:60]!r}") from None
+        if res.get("step") != step.number or res.get("stage") != "shape" or "error" in res:
+            continue
+        entry = best.setdefault(size, {"best": res, "rule": None})
+        if res["gflops"] > entry["best"]["gflops"]:
+            entry["best"] = res
+        if res.get("rule_pick"):
+            entry["rule"] = res
+    return best
+
+
 def parse_shape_list(text: str) -> list[tuple[int, int, int]]:
     """'256x256x16384,2048x64x2048' -> [(256, 256, 16384), (2048, 64, 2048)]."""
     shapes = []
@@ -400,6 +424,8 @@ def parser(prog: str):
                    help="a shape set (step 11; default: bench/shapes.toml where it exists and no shape is given)")
     p.add_argument("--candidates", type=cli._positive, default=NEIGHBOURHOOD,
                    help=f"configs measured per shape, step 11 (default: {NEIGHBOURHOOD}; at most {MAX_NEIGHBOURHOOD})")
+    p.add_argument("--from-log", type=Path, default=None, metavar="JSONL",
+                   help="step 11: no timing; the best per shape from a sweep's --log (with --write: its table)")
     p.add_argument("--step", type=int, required=True, help="the step whose config space to search")
     p.add_argument("--top", type=cli._positive, default=4, help="configs carried into each next stage (default: 4)")
     p.add_argument("--workers", type=cli._positive, default=default_workers(),
@@ -425,6 +451,18 @@ def main(argv=None) -> int:
             raise cli.UsageError(f"--shapes and --shape-file are for a step swept by shape (11), not step {step.number}")
         if args.candidates > MAX_NEIGHBOURHOOD:
             raise cli.UsageError(f"--candidates must be at most {MAX_NEIGHBOURHOOD}, got {args.candidates}")
+        if args.from_log is not None:
+            if not by_shape:
+                raise cli.UsageError(f"--from-log is for a step swept by shape (11), not step {step.number}")
+            best = best_from_log(step, args.from_log)
+            for size, r in best.items():
+                print(f"best at {cli._size(size)}: {r['best']['gflops'] / 1e3:.1f} TFLOPS "
+                      f"{cli._config_text(step.Config.from_dict(r['best']['config']))}")
+            if args.write and best:
+                path = TUNED_DIR / f"step{step.number}.json"
+                write_tuned_shapes(step, best, {"from_log": str(args.from_log)}, path)
+                print(f"wrote {path}")
+            return 0 if best else cli.EXIT_FAILED
         sizes = _sweep_shapes_requested(args, by_shape)
         for size in sizes:  # here, not as a candidate rejected by validate: the size is wrong
             try:

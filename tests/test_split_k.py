@@ -259,3 +259,24 @@ def test_split_k_is_correct_on_odd_shapes(shape, k):
     dev.sync()
     err = harness.relative_error(c.numpy(), a.astype(np.float64) @ b.astype(np.float64))
     assert err <= harness.TOLERANCE, f"split_k {k} at {shape}: relative error {err}"
+
+
+def test_table_from_a_sweep_log(tmp_path, monkeypatch, capsys):
+    """A sweep cut off by its time limit: the table is rebuilt from the log's lines."""
+    log = tmp_path / "sweep11.jsonl"
+    rows = [
+        {"step": 11, "stage": "shape", "M": 64, "N": 64, "K": 4096, "config": split(1).as_dict(), "gflops": 3.0,
+         "rule_pick": False},
+        {"step": 11, "stage": "shape", "M": 64, "N": 64, "K": 4096, "config": split(4).as_dict(), "gflops": 9.0,
+         "rule_pick": True},
+        {"step": 11, "stage": "shape", "M": 64, "N": 64, "K": 4096, "config": split(8).as_dict(), "error": "x"},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(sweep, "TUNED_DIR", tmp_path)
+    assert sweep.main(["--step", "11", "--from-log", str(log), "--write"]) == 0
+    assert "best at 64x64x4096: 0.0 TFLOPS" in capsys.readouterr().out
+    entry = json.loads((tmp_path / "step11.json").read_text())["configs"][0]
+    assert entry["config"] == split(4).as_dict() and entry["rule_gflops"] == 9.0
+    log.write_text("not json\n")
+    assert sweep.main(["--step", "11", "--from-log", str(log)]) == 2
+    one_line_error(capsys.readouterr().err, "steps.sweep", "not a sweep log line")
