@@ -59,6 +59,7 @@ THREADS = (64, 128, 256, 512)  # fewer starve the SM of warps; more leave < 64 r
 MIN_BLOCKS = 64  # fewer thread blocks than half of an H100's 132 SMs: not worth timing
 TUNED_DIR = Path(schedules.__file__).resolve().parent / "tuned"
 SHAPE_FILE = Path(schedules.__file__).resolve().parent.parent / "bench" / "shapes.toml"
+TOP = 4  # configs carried from one stage to the next (staged sweeps)
 NEIGHBOURHOOD = 20  # candidates per shape for a step with sweep_candidates (step 11)
 MAX_NEIGHBOURHOOD = 25  # ~40 shapes x 25 in about 5 minutes on an H100 (12 build workers)
 
@@ -427,7 +428,8 @@ def parser(prog: str):
     p.add_argument("--from-log", type=Path, default=None, metavar="JSONL",
                    help="step 11: no timing; the best per shape from a sweep's --log (with --write: its table)")
     p.add_argument("--step", type=int, required=True, help="the step whose config space to search")
-    p.add_argument("--top", type=cli._positive, default=4, help="configs carried into each next stage (default: 4)")
+    p.add_argument("--top", type=cli._positive, default=TOP,
+                   help=f"configs carried into each next stage (default: {TOP}; not for step 11)")
     p.add_argument("--workers", type=cli._positive, default=default_workers(),
                    help=f"build processes (default: the CPU count, at most {MAX_WORKERS}; "
                         f"{default_workers()} here)")
@@ -447,8 +449,13 @@ def main(argv=None) -> int:
             raise cli.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
         arch = cli.pick_arch(prog, args.arch, timing=not args.dry_run)
         by_shape = hasattr(step.module, "sweep_candidates")
-        if not by_shape and (args.shapes or args.shape_file):
-            raise cli.UsageError(f"--shapes and --shape-file are for a step swept by shape (11), not step {step.number}")
+        # Options of the other kind of sweep: an error, not silently ignored (a value other
+        # than the default is what argparse can tell apart).
+        if not by_shape and (args.shapes or args.shape_file or args.candidates != NEIGHBOURHOOD):
+            raise cli.UsageError(f"--shapes, --shape-file and --candidates are for a step swept by shape (11), "
+                                 f"not step {step.number}")
+        if by_shape and args.top != TOP:
+            raise cli.UsageError(f"--top is for the staged sweeps (steps 4-10), not step {step.number}")
         if args.candidates > MAX_NEIGHBOURHOOD:
             raise cli.UsageError(f"--candidates must be at most {MAX_NEIGHBOURHOOD}, got {args.candidates}")
         if args.from_log is not None:

@@ -216,6 +216,8 @@ def test_sweep_dry_run_by_shape(capsys):
 
 @pytest.mark.parametrize("argv,words", [
     (["--step", "10", "--shapes", "64x64x64", "--dry-run"], ("--shapes", "step 10")),
+    (["--step", "10", "--candidates", "5", "--dry-run"], ("--candidates", "step 10")),
+    (["--step", "11", "--top", "2", "--dry-run"], ("--top", "step 11")),
     (["--step", "11", "--shapes", "64x64", "--dry-run"], ("MxNxK",)),
     (["--step", "11", "--shapes", "64x64x64", "--candidates", "26", "--dry-run"], ("--candidates", "25")),
 ])
