@@ -4,8 +4,8 @@
 # step 11's docstring against step 10. Run from the project root:
 #   bash tools/sweep_step11.sh                       # bench/shapes.toml, else the list below
 #   SHAPES=256x256x16384,2048x64x2048 bash tools/sweep_step11.sh
-#   CANDIDATES=12 bash tools/sweep_step11.sh         # fewer configs per shape (default 20, max 25)
-# Expected: about 4-6 minutes on an H100 for ~40 shapes x 20 candidates (12 build workers),
+#   CANDIDATES=12 bash tools/sweep_step11.sh         # configs per shape (default here 16, max 25)
+# Expected: about 4-5 minutes on an H100 for the 43 shapes x 16 candidates (~690; 12 workers),
 # then ~1 minute of GPU tests and timings; the whole script stays inside a 10-minute call (a
 # sweep cut off at 400 s still writes the table of the shapes it finished, from its log).
 # Writes, in the working tree and (with $OUT set, a lent machine) under $OUT/:
@@ -43,7 +43,7 @@ else
   SHAPE_ARGS=(--shapes "$FALLBACK")
 fi
 t0=$SECONDS
-timeout 400 python3 -m steps.sweep --step 11 "${SHAPE_ARGS[@]}" --candidates "${CANDIDATES:-20}" --write \
+timeout 400 python3 -m steps.sweep --step 11 "${SHAPE_ARGS[@]}" --candidates "${CANDIDATES:-16}" --write \
   --log logs/sweep11.jsonl > logs/sweep11.out 2> logs/sweep11.err
 rc=$?
 echo "sweep11 rc=$rc $((SECONDS-t0))s"; tail -n 45 logs/sweep11.out
