@@ -270,6 +270,36 @@ class TunedConfig(WarpTileConfig):
         super().validate(M, N, K)
 
 
+# Chunks of K per split-K call: beyond this the partial buffer and its reduction cost more
+# than the grid gains (the rule never asks for more; schedules/shape_rule.py).
+MAX_SPLIT_K = 64
+
+
+@dataclass(frozen=True)
+class SplitKConfig(TunedConfig):
+    """Step 11: the reduction over K split into `split_k` chunks (rfactor), each chunk its own
+    slice of the grid (blockIdx.z), summed by a second kernel; split_k 1 is step 10."""
+
+    split_k: int = 1
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        super().validate(M, N, K)
+        if not 1 <= self.split_k <= MAX_SPLIT_K:
+            raise ConfigError(f"split_k must be 1-{MAX_SPLIT_K}, got {self.split_k!r}")
+        # Chunks are whole block_k slices of equal length (K pads to split_k * block_k): the
+        # last chunk must still start inside K, or some chunks would hold only padding.
+        if (self.split_k - 1) * self.chunk_k(K) >= K:
+            raise ConfigError(
+                f"split_k {self.split_k} leaves chunks of only padding at K={K} (chunks of "
+                f"{self.chunk_k(K)} = whole block_k {self.block_k} slices); use a smaller split_k"
+            )
+
+    def chunk_k(self, K: int) -> int:
+        """The length of one K chunk: K / split_k rounded up to whole block_k slices."""
+        per_chunk = -(-K // self.split_k)
+        return -(-per_chunk // self.block_k) * self.block_k
+
+
 # --- tensor cores (steps 12-14) ----------------------------------------------------------------
 # mma.sync.m16n8k8 TF32: a warp multiplies 16 x 8 by 8 x 8; the steps tensorize 16 x 16 x 8
 # tiles (two mma side by side along n), so warp tiles are multiples of 16 x 16 and block_k of 8.

@@ -47,8 +47,13 @@ def round_up(size: int, tile: int) -> int:
 
 
 def block_tiles(cfg) -> tuple[int, int, int]:
-    """The (i, j, k) tile a step splits the matmul by; 1 where it does not split (k in steps 1-2)."""
-    return (getattr(cfg, "block_m", 1), getattr(cfg, "block_n", 1), getattr(cfg, "block_k", 1))
+    """The (i, j, k) tile a step splits the matmul by; 1 where it does not split (k in steps 1-2).
+
+    With split-K (step 11's ``split_k``) K is cut into `split_k` chunks of whole block_k
+    slices, so K pads to a multiple of split_k * block_k: the least padding that gives every
+    chunk the same length (``split_k`` 1: as before)."""
+    k_tile = getattr(cfg, "block_k", 1) * getattr(cfg, "split_k", 1)
+    return (getattr(cfg, "block_m", 1), getattr(cfg, "block_n", 1), k_tile)
 
 
 def padded_shape(cfg, M: int, N: int, K: int) -> tuple[int, int, int]:

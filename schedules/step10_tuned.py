@@ -90,8 +90,9 @@ PASS_CONFIG: dict = dict(prior.PASS_CONFIG)
 TUNED_PATH = Path(__file__).resolve().parent / "tuned" / "step10.json"
 
 
-def tuned_configs(path: Path = TUNED_PATH) -> dict[tuple[int, int, int], TunedConfig]:
-    """The committed sweep results: {(M, N, K): TunedConfig}; empty if none committed."""
+def tuned_configs(path: Path = TUNED_PATH, config_class: type = TunedConfig) -> dict[tuple[int, int, int], TunedConfig]:
+    """The committed sweep results: {(M, N, K): config}; empty if none committed. Step 11
+    reads its own file with its own config class."""
     if not path.exists():
         return {}
     try:
@@ -105,7 +106,7 @@ def tuned_configs(path: Path = TUNED_PATH) -> dict[tuple[int, int, int], TunedCo
     for entry in entries:
         try:
             size = (entry["M"], entry["N"], entry["K"])
-            cfg = TunedConfig.from_dict(entry["config"])
+            cfg = config_class.from_dict(entry["config"])
             cfg.validate(*size)
         except (KeyError, TypeError, ConfigError) as exc:
             raise ConfigError(f"{path.name}: bad entry {str(entry)[:80]}: {exc}") from None

@@ -73,7 +73,8 @@ def tile_registers(
     bound before step 3's ``compute_at``: that is what makes a shared copy cover the whole
     block's tile rather than one thread's.
     """
-    i, j, k = sch.get_loops(block)
+    # The last three: a split-K block (step 11) has its K-chunk loop outside, bound to blockIdx.z.
+    i, j, k = sch.get_loops(block)[-3:]
     block_i, thread_i, micro_i = sch.split(i, [None, block_m // thread_m, thread_m])
     block_j, thread_j, micro_j = sch.split(j, [None, block_n // thread_n, thread_n])
     sch.reorder(block_i, block_j, thread_i, thread_j, k, micro_i, micro_j)
@@ -308,3 +309,42 @@ def unroll_k_slice(sch: s_tir.Schedule, tiles: Tiles) -> Tiles:
     sch.unroll(tiles.k_inner)
     return tiles
 
+
+
+def split_k_rfactor(sch: s_tir.Schedule, block: s_tir.SBlockRV, split: int):
+    """Split the reduction over K into `split` chunks with ``rfactor``: (partials, write-back).
+
+    ``k`` is split as [split, K / split] and ``rfactor`` turns the outer loop into a spatial
+    axis: a new block ``C_rf`` (the partial sums) computes ``C_rf[s, i, j]`` = the dot product
+    over chunk s, into a global buffer [split, M, N]; the original block becomes the
+    reduction of the partials, ``C[i, j] = sum_s C_rf[s, i, j]``. The chunk loop is moved
+    outermost and bound to blockIdx.z, so each chunk is its own grid slice of thread blocks
+    and the partials block can be tiled exactly as the plain matmul was (``tile_registers``
+    tiles its last three loops). K must be a multiple of `split` (``Step.schedule`` pads K to
+    whole ``split * block_k``).
+    """
+    _, _, k = sch.get_loops(block)
+    k_split, _ = sch.split(k, [split, None])
+    partials = sch.rfactor(k_split, factor_axis=0)
+    i, j, k_split, k_chunk = sch.get_loops(partials)
+    sch.reorder(k_split, i, j, k_chunk)
+    sch.bind(k_split, "blockIdx.z")
+    return partials, block
+
+
+def reduce_partials(sch: s_tir.Schedule, block: s_tir.SBlockRV, threads: int = 128) -> None:
+    """Schedule split-K's second kernel: one thread per C element sums its `split` partials.
+
+    The partials are read along n by consecutive threads (coalesced), summed in a register
+    (``cache_write`` to ``local``; its write-back is what padding folds C's bounds check into),
+    and the loop over the partials is unrolled. A memory-bound kernel of (split + 1) x M x N
+    floats moved: small next to the matmul wherever split-K is chosen (a small M x N).
+    """
+    i, j, k_split = sch.get_loops(block)
+    blocks, thread = sch.split(sch.fuse(i, j), [None, threads])
+    sch.bind(blocks, "blockIdx.x")
+    sch.bind(thread, "threadIdx.x")
+    total = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(total, thread)
+    sch.decompose_reduction(block, k_split)
+    sch.unroll(k_split)

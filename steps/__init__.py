@@ -3,10 +3,10 @@
 Each stepN module is a thin wrapper over :mod:`steps.cli`; the GPU work lives in
 :mod:`steps.harness`, result files in :mod:`steps.results`, nvcc reports in :mod:`steps.nvcc`.
 
-``python -m steps.stepN`` for a number with no stepN.py (``steps.step11``) runs the same CLI
+``python -m steps.stepN`` for a number with no stepN.py (``steps.step99``) runs the same CLI
 with that number, through the finder below: a step in the registry runs, and any other number
-gets the CLI's one-line error (``unknown step 11; steps are 1-10``, the range read from
-schedules.STEPS) instead of Python's "No module named steps.step11".
+gets the CLI's one-line error (``unknown step 99; steps are 1-11``, the range read from
+schedules.STEPS) instead of Python's "No module named steps.step99".
 """
 
 import importlib.abc

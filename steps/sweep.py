@@ -16,10 +16,22 @@ a worker whose CUDA context a fault has poisoned exits and is replaced.
 
 ``--write`` writes ``schedules/tuned/stepN.json`` (atomically; step 10 loads its file), and
 ``--log`` keeps every candidate's result as JSON lines.
+
+Step 11 is swept over a list of shapes instead, one stage per shape: the candidates are its
+module's ``sweep_candidates`` (step 10's own config and the shape rule's neighbourhood,
+schedules/shape_rule.py; ``--candidates`` per shape), all shapes' jobs in one pool, so the
+workers never wait on a stage. Its shapes: ``--shapes 256x256x16384,2048x64x2048``,
+``--shape-file bench/shapes.toml`` (the published set; read by default when it exists and
+no shape is given), ``--shape`` and ``--sizes``. ``--write`` merges the best per shape into
+``schedules/tuned/step11.json`` (other shapes' entries stay), with the measured speed of
+the rule's own pick beside it, so the table also says how good the rule is:
+
+    python -m steps.sweep --step 11 --shape-file bench/shapes.toml --write --log logs/sweep11.jsonl
 """
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures as futures
 import dataclasses
 import itertools
@@ -28,6 +40,7 @@ import multiprocessing
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import schedules
@@ -45,6 +58,10 @@ STAGES = (
 THREADS = (64, 128, 256, 512)  # fewer starve the SM of warps; more leave < 64 registers each
 MIN_BLOCKS = 64  # fewer thread blocks than half of an H100's 132 SMs: not worth timing
 TUNED_DIR = Path(schedules.__file__).resolve().parent / "tuned"
+SHAPE_FILE = Path(schedules.__file__).resolve().parent.parent / "bench" / "shapes.toml"
+TOP = 4  # configs carried from one stage to the next (staged sweeps)
+NEIGHBOURHOOD = 20  # candidates per shape for a step with sweep_candidates (step 11)
+MAX_NEIGHBOURHOOD = 25  # ~40 shapes x 25 in about 5 minutes on an H100 (12 build workers)
 
 
 def candidates(step, M: int, N: int, K: int, arch: str, space: dict, base) -> list:
@@ -104,14 +121,18 @@ def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) ->
 
 
 _operands: dict = {}
+OPERAND_CACHE = 2  # sizes whose inputs a worker keeps: jobs come shape by shape
 
 
 def _check(runner, func, size) -> float:
     """The harness's check, with this worker's random inputs and float64 reference computed
-    once per size (the reference at 2048 costs more host time than the kernel)."""
+    once per size (the reference at 2048 costs more host time than the kernel); only the
+    last OPERAND_CACHE sizes are kept, so a sweep over dozens of shapes stays in memory."""
     import numpy as np
 
     if size not in _operands:
+        while len(_operands) >= OPERAND_CACHE:
+            del _operands[next(iter(_operands))]
         a, b = harness.random_operands(*size, np.random.default_rng())
         _operands[size] = (runner._tensor(a), runner._tensor(b), a.astype(np.float64) @ b.astype(np.float64))
     return runner.verify(func, *_operands[size])
@@ -218,6 +239,157 @@ def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start) -> list[
     return sorted(ok, key=lambda r: -r["gflops"])
 
 
+def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: int, log,
+                 sm_count: int) -> dict:
+    """One stage per shape, all in one pool: the step's ``sweep_candidates`` at each shape.
+    Returns {shape: {"best": result, "rule": result of the rule's own pick or None}}."""
+    from schedules import shape_rule
+
+    jobs, rule_pick = [], {}
+    for size in shapes:
+        cfgs = step.module.sweep_candidates(*size, arch, sm_count, per_shape)
+        rule_pick[size] = shape_rule.rule_config(*size, sm_count, arch).as_dict()
+        jobs += [(step.number, size, c.as_dict(), arch, repeat) for c in cfgs]
+    print(f"{len(jobs)} candidates over {len(shapes)} shapes", file=sys.stderr, flush=True)
+    ok: dict = {size: [] for size in shapes}
+    count, start = [0], time.time()
+
+    def on_result(job, res):
+        count[0] += 1
+        size = job[1]
+        if log:
+            log.write(json.dumps({"step": step.number, "stage": "shape",
+                                  "rule_pick": res["config"] == rule_pick[size], **res}) + "\n")
+            log.flush()
+        if "error" in res:
+            note = f"failed: {res['error'][:100]}"
+        else:
+            ok[size].append(res)
+            note = f"{res['gflops'] / 1e3:5.1f} TFLOPS"
+        cfg_text = " ".join(f"{k}={v}" for k, v in res["config"].items() if k != "vector")
+        print(f"[{count[0]}/{len(jobs)} {cli._size(size)} {time.time() - start:5.0f}s] {note:<28} {cfg_text}",
+              file=sys.stderr, flush=True)
+
+    pool = Pool(workers)
+    try:
+        pool.run(jobs, on_result)
+    finally:
+        pool.close()
+    best = {}
+    for size in shapes:
+        if not ok[size]:
+            print(f"no valid candidate ran at {cli._size(size)}", flush=True)
+            continue
+        ranked = sorted(ok[size], key=lambda r: -r["gflops"])
+        rule = next((r for r in ranked if r["config"] == rule_pick[size]), None)
+        best[size] = {"best": ranked[0], "rule": rule}
+        rule_text = f"rule's pick {rule['gflops'] / ranked[0]['gflops']:.0%} of it" if rule else "rule's pick failed"
+        print(f"best at {cli._size(size)}: {ranked[0]['gflops'] / 1e3:.1f} TFLOPS "
+              f"{cli._config_text(step.Config.from_dict(ranked[0]['config']))} ({rule_text})", flush=True)
+    return best
+
+
+def write_tuned_shapes(step, best: dict, env: dict, path: Path) -> None:
+    """Merge a shape sweep's winners into the step's table: swept shapes replaced, others kept."""
+    entries = {}
+    if path.exists():
+        for entry in json.loads(path.read_text()).get("configs", []):
+            entries[(entry["M"], entry["N"], entry["K"])] = entry
+    for (M, N, K), r in best.items():
+        entry = {"M": M, "N": N, "K": K, "config": r["best"]["config"], "gflops": r["best"]["gflops"]}
+        if r["rule"] is not None:
+            entry["rule_gflops"] = r["rule"]["gflops"]
+        entries[(M, N, K)] = entry
+    doc = {
+        "step": step.number,
+        "generated_by": f"python -m steps.sweep --step {step.number} --shape-file ... --write",
+        "environment": env,
+        "configs": [entries[size] for size in sorted(entries)],
+    }
+    results.write_json_atomic(path, doc)
+
+
+def best_from_log(step, path: Path) -> dict:
+    """A shape sweep's winners from its --log (e.g. of a run cut off by a time limit):
+    {shape: {"best": result, "rule": the rule's pick's result or None}}."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise cli.UsageError(f"{path}: {harness._one_line(exc)}") from None
+    best: dict = {}
+    for line in lines:
+        try:
+            res = json.loads(line)
+            size = (res["M"], res["N"], res["K"])
+        except (ValueError, KeyError, TypeError):
+            raise cli.UsageError(f"{path}: not a sweep log line: {line[:60]!r}") from None
+        if res.get("step") != step.number or res.get("stage") != "shape" or "error" in res:
+            continue
+        entry = best.setdefault(size, {"best": res, "rule": None})
+        if res["gflops"] > entry["best"]["gflops"]:
+            entry["best"] = res
+        if res.get("rule_pick"):
+            entry["rule"] = res
+    return best
+
+
+def parse_shape_list(text: str) -> list[tuple[int, int, int]]:
+    """'256x256x16384,2048x64x2048' -> [(256, 256, 16384), (2048, 64, 2048)]."""
+    shapes = []
+    for item in text.split(","):
+        parts = item.strip().lower().split("x")
+        try:
+            shape = tuple(int(p) for p in parts)
+        except ValueError:
+            shape = ()
+        if len(shape) != 3 or min(shape) < 1:
+            raise argparse.ArgumentTypeError(f"not a shape MxNxK of positive integers: {item.strip()!r}")
+        shapes.append(shape)
+    return shapes
+
+
+def read_shape_file(path: Path) -> list[tuple[int, int, int]]:
+    """The shapes of a TOML shape set, in file order: every table with integer M, N, K, or a
+    `shape` / `shapes` entry of [M, N, K] lists or "MxNxK" strings, at any depth."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise cli.UsageError(f"{path}: {harness._one_line(exc)}") from None
+    shapes: list = []
+
+    def one(value):
+        if isinstance(value, str):
+            shapes.extend(parse_shape_list(value))
+        elif isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) for v in value):
+            shapes.append(tuple(value))
+        elif isinstance(value, list):
+            for v in value:
+                one(v)
+        elif isinstance(value, dict):  # [[shape]] tables
+            walk(value)
+
+    def walk(node):
+        if isinstance(node, dict):
+            if all(isinstance(node.get(k), int) for k in "MNK"):
+                shapes.append((node["M"], node["N"], node["K"]))
+            for key, value in node.items():
+                if key in ("shape", "shapes"):
+                    one(value)
+                elif isinstance(value, (dict, list)):
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    try:
+        walk(data)
+    except argparse.ArgumentTypeError as exc:
+        raise cli.UsageError(f"{path}: {exc}") from None
+    if not shapes:
+        raise cli.UsageError(f"{path}: no shapes found (tables with M, N, K, or shape = [M, N, K])")
+    return list(dict.fromkeys(shapes))
+
+
 def write_tuned(step, best: dict, env: dict, path: Path) -> None:
     doc = {
         "step": step.number,
@@ -247,8 +419,17 @@ def parser(prog: str):
     cli.add_problem_options(p)
     cli.add_repeat_option(p, REPEAT)
     cli.add_arch_option(p)
+    p.add_argument("--shapes", type=parse_shape_list, action="extend", default=[], metavar="MxNxK,...",
+                   help="comma-separated shapes, e.g. 256x256x16384,2048x64x2048 (repeatable)")
+    p.add_argument("--shape-file", type=Path, default=None, metavar="TOML",
+                   help="a shape set (step 11; default: bench/shapes.toml where it exists and no shape is given)")
+    p.add_argument("--candidates", type=cli._positive, default=NEIGHBOURHOOD,
+                   help=f"configs measured per shape, step 11 (default: {NEIGHBOURHOOD}; at most {MAX_NEIGHBOURHOOD})")
+    p.add_argument("--from-log", type=Path, default=None, metavar="JSONL",
+                   help="step 11: no timing; the best per shape from a sweep's --log (with --write: its table)")
     p.add_argument("--step", type=int, required=True, help="the step whose config space to search")
-    p.add_argument("--top", type=cli._positive, default=4, help="configs carried into each next stage (default: 4)")
+    p.add_argument("--top", type=cli._positive, default=TOP,
+                   help=f"configs carried into each next stage (default: {TOP}; not for step 11)")
     p.add_argument("--workers", type=cli._positive, default=default_workers(),
                    help=f"build processes (default: the CPU count, at most {MAX_WORKERS}; "
                         f"{default_workers()} here)")
@@ -267,12 +448,36 @@ def main(argv=None) -> int:
         if step.number < 4:
             raise cli.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
         arch = cli.pick_arch(prog, args.arch, timing=not args.dry_run)
-        sizes = cli.requested_shapes(args)
+        by_shape = hasattr(step.module, "sweep_candidates")
+        # Options of the other kind of sweep: an error, not silently ignored (a value other
+        # than the default is what argparse can tell apart).
+        if not by_shape and (args.shapes or args.shape_file or args.candidates != NEIGHBOURHOOD):
+            raise cli.UsageError(f"--shapes, --shape-file and --candidates are for a step swept by shape (11), "
+                                 f"not step {step.number}")
+        if by_shape and args.top != TOP:
+            raise cli.UsageError(f"--top is for the staged sweeps (steps 4-10), not step {step.number}")
+        if args.candidates > MAX_NEIGHBOURHOOD:
+            raise cli.UsageError(f"--candidates must be at most {MAX_NEIGHBOURHOOD}, got {args.candidates}")
+        if args.from_log is not None:
+            if not by_shape:
+                raise cli.UsageError(f"--from-log is for a step swept by shape (11), not step {step.number}")
+            best = best_from_log(step, args.from_log)
+            for size, r in best.items():
+                print(f"best at {cli._size(size)}: {r['best']['gflops'] / 1e3:.1f} TFLOPS "
+                      f"{cli._config_text(step.Config.from_dict(r['best']['config']))}")
+            if args.write and best:
+                path = TUNED_DIR / f"step{step.number}.json"
+                write_tuned_shapes(step, best, {"from_log": str(args.from_log)}, path)
+                print(f"wrote {path}")
+            return 0 if best else cli.EXIT_FAILED
+        sizes = _sweep_shapes_requested(args, by_shape)
         for size in sizes:  # here, not as a candidate rejected by validate: the size is wrong
             try:
                 schedules.config.check_sizes(*size)
             except ConfigError as exc:
                 raise ConfigError(f"{cli._size(size)}: {exc}") from None
+        if args.dry_run and by_shape:
+            return _dry_run_shapes(step, sizes, arch, args.candidates)
         if args.dry_run:
             for size in sizes:
                 cfgs = candidates(step, *size, arch, STAGES[0][1], step.default_config(*size))
@@ -287,15 +492,59 @@ def main(argv=None) -> int:
         return cli.EXIT_USAGE
     log = open(args.log, "a") if args.log else None
     try:
-        best = sweep(step, sizes, arch, args.repeat, args.top, args.workers, log)
+        if by_shape:
+            best = sweep_shapes(step, sizes, arch, args.repeat, args.candidates, args.workers, log, _sm_count())
+        else:
+            best = sweep(step, sizes, arch, args.repeat, args.top, args.workers, log)
     finally:
         if log:
             log.close()
-    if args.write and best:
+    if args.write and best and by_shape:
+        path = TUNED_DIR / f"step{step.number}.json"
+        write_tuned_shapes(step, best, harness.environment(), path)
+        print(f"wrote {path}")
+    elif args.write and best:
         path = TUNED_DIR / f"step{step.number}.json"
         write_tuned(step, best, harness.environment(), path)
         print(f"wrote {path}")
     return 0 if len(best) == len(sizes) else cli.EXIT_FAILED
+
+
+def _sweep_shapes_requested(args, by_shape: bool) -> list[tuple[int, int, int]]:
+    """--sizes, --shape, --shapes and --shape-file together, in that order, without repeats;
+    for a step swept by shape with none of them, bench/shapes.toml where it exists."""
+    given = args.sizes is not None or args.shape or args.shapes or args.shape_file
+    shape_file = args.shape_file
+    if by_shape and not given and SHAPE_FILE.exists():
+        shape_file = SHAPE_FILE
+    sizes = cli.requested_shapes(args) if (args.sizes is not None or args.shape or not (args.shapes or shape_file)) else []
+    sizes += args.shapes
+    if shape_file is not None:
+        sizes += read_shape_file(shape_file)
+    return list(dict.fromkeys(sizes))
+
+
+def _sm_count() -> int:
+    import tvm
+
+    return int(tvm.cuda(0).multi_processor_count)
+
+
+def _dry_run_shapes(step, sizes, arch: str, per_shape: int) -> int:
+    """The candidates a shape sweep would measure, with the model's prediction; no GPU."""
+    from schedules import shape_rule
+
+    total = 0
+    for size in sizes:
+        cfgs = step.module.sweep_candidates(*size, arch, shape_rule.SM_COUNT, per_shape)
+        total += len(cfgs)
+        print(f"{cli._size(size)}: {len(cfgs)} candidates; rule: "
+              f"{shape_rule.describe(shape_rule.rule_config(*size, arch=arch), *size)}")
+        for c in cfgs:
+            tflops = 2 * size[0] * size[1] * size[2] / shape_rule.predicted_seconds(c, *size) / 1e12
+            print(f"  model {tflops:5.1f} TFLOPS  {cli._config_text(c)}")
+    print(f"{total} candidates over {len(sizes)} shapes")
+    return 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import pytest
 
 import schedules
 from schedules import ConfigError
-from schedules import step10_tuned
+from schedules import shape_rule, step10_tuned, step11_split_k
 from schedules.config import (
     MAX_SHARED_BYTES,
     MAX_STATIC_SHARED_BYTES,
@@ -20,6 +20,7 @@ from schedules.config import (
     GridConfig,
     RegisterTileConfig,
     SharedTileConfig,
+    SplitKConfig,
     TunedConfig,
     WarpTileConfig,
 )
@@ -295,7 +296,7 @@ def test_step6_needs_no_minimum_number_of_k_slices(slices):
 # --- registry look-ups ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("number", (99, 0, 11, -1, "3"), ids=repr)
+@pytest.mark.parametrize("number", (99, 0, STEPS[-1].number + 1, -1, "3"), ids=repr)
 def test_unknown_step(number):
     config_error(lambda: schedules.get_step(number), "unknown step")
     config_error(lambda: schedules.build(number, 256, 256, 256), "unknown step")
@@ -399,6 +400,11 @@ OWN_CONFIGS = {
     TunedConfig: TunedConfig(
         block_m=128, block_n=64, thread_m=8, thread_n=4, block_k=16, stages=3, pad_a=4, warp_m=4,
         raster=8, unroll_k=0,
+    ),
+    # split_k 1: one kernel, so one launch bound to compare (split-K's: tests/test_split_k.py).
+    SplitKConfig: SplitKConfig(
+        block_m=128, block_n=64, thread_m=8, thread_n=4, block_k=16, stages=3, pad_a=4, warp_m=4,
+        raster=8, unroll_k=0, split_k=1,
     ),
 }
 
@@ -505,11 +511,14 @@ DEFAULTS[8] = {n: (*cfg, 4, 0) for n, cfg in DEFAULTS[7].items()}
 DEFAULTS[9] = {n: (*cfg, 4, 1) for n, cfg in DEFAULTS[8].items()}
 
 
-def _tuned_file_defaults() -> dict[int, tuple]:
+def _tuned_file_defaults(path=step10_tuned.TUNED_PATH, config_class=TunedConfig) -> dict[int, tuple]:
     """Step 10: whatever the committed sweep wrote to schedules/tuned/step10.json (read here
-    with plain json, not with the step's loader), in TunedConfig field order."""
-    data = json.loads(step10_tuned.TUNED_PATH.read_text())
-    order = [f.name for f in dataclasses.fields(TunedConfig)]
+    with plain json, not with the step's loader), in TunedConfig field order; step 11 the same
+    from its own file, where one is committed."""
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    order = [f.name for f in dataclasses.fields(config_class)]
     table = {}
     for entry in data["configs"]:
         if entry["M"] == entry["N"] == entry["K"]:
@@ -524,6 +533,10 @@ def _tuned_file_defaults() -> dict[int, tuple]:
 def test_default_configs_per_size(step, n):
     cfg = step.default_config(n, n, n)
     assert type(cfg) is step.Config
+    if step.number == 11:  # an exact entry of its tuned table, else the shape rule's config
+        entry = _tuned_file_defaults(step11_split_k.TUNED_PATH, SplitKConfig).get(n)
+        assert cfg == (SplitKConfig(**dict(zip(cfg.as_dict(), entry))) if entry else shape_rule.rule_config(n, n, n))
+        return
     # Step 10's row is read when the test runs: a sweep may rewrite the file at any time.
     expected = _tuned_file_defaults()[n] if step.number == 10 else DEFAULTS[step.number][n]
     assert tuple(cfg.as_dict().values()) == expected

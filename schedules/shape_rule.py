@@ -1,0 +1,234 @@
+"""The shape rule: a step-11 config for any M, N, K, from a small cost model. Pure: no GPU, no I/O.
+
+    from schedules import shape_rule
+    cfg = shape_rule.rule_config(256, 256, 16384)          # a SplitKConfig, split_k 8 here
+    shape_rule.ranked(2048, 64, 2048)[:5]                   # the model's best few, best first
+
+Step 11 takes its config from ``schedules/tuned/step11.json`` where a sweep measured that very
+shape, else from :func:`rule_config`. The rule enumerates a small menu of block tiles (the
+step-10 sweep's winners plus narrow tiles for skinny shapes), block_k 16 or 32, and split-K
+factors, and keeps the candidate with the least predicted time (:func:`predicted_seconds`):
+
+- **padding waste**: the work counted is the padded problem (M, N rounded up to the block
+  tile, K to whole ``split_k x block_k``), so a 64-wide tile on N = 65 costs double;
+- **wave quantisation**: a thread block's work is ``block_m x block_n x chunk`` FMAs; an SM
+  holds ``resident`` blocks at once (registers, shared memory, threads); the grid runs in rounds
+  of ``sm_count x resident`` blocks and a partly filled round costs nearly a full one (a
+  lone block runs slower than a full SM: ``min(1, warps / SATURATING_WARPS)``);
+- **split-K**: splitting K multiplies the blocks by ``split_k`` at the price of the partial
+  buffer (written once, read once) and a second launch (``REDUCE_LAUNCH_S``), and a fixed
+  per-block cost (pipeline fill and write-back, ``BLOCK_OVERHEAD_SLICES``) that short chunks
+  pay more often;
+- **memory floor**: no config beats reading A and B once from DRAM (M = 1 or N = 1 shapes).
+
+Efficiencies per micro-tile are calibrated to step 10's measured configs (H100/H200, 512^3 /
+1024^3 / 2048^3). The result is deterministic: ties go to the earlier candidate of a fixed
+order. Every config returned validates, and fits the shared memory and thread limits of the
+arch passed (sm_80 / 86 / 89 / 90). docs/any-shape.md explains the rule and the sweep that
+checks it (``python -m steps.sweep --step 11 --shapes ...``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from .config import MAX_SHARED_BYTES, ConfigError, SplitKConfig, check_sizes
+
+SM_COUNT = 132  # H100 SXM; pass the GPU's own count where it differs
+MAX_THREADS_PER_SM = 2048
+REGISTERS_PER_SM = 65536
+SHARED_PER_SM = 228 * 1024
+RESERVED_SHARED_PER_BLOCK = 1024  # the CUDA runtime's own share of each block's shared memory
+MAX_BLOCKS_PER_SM = 32
+
+# One SM: 128 FP32 FMAs per clock at ~1.9 GHz under load (H100).
+FMA_PER_SM_S = 128 * 1.9e9
+DRAM_BYTES_S = 3.0e12
+REDUCE_LAUNCH_S = 2.0e-6  # a second, dependent kernel: launch gap plus its own tail
+# Warps per SM from which the FMA pipe is as busy as the tile allows: step 10 at 512^3 runs
+# one block of 4 warps per SM at the 4x4 tile's full-SM rate (its 32 accumulators per thread
+# give each warp enough independent FMAs).
+SATURATING_WARPS = 4
+BLOCK_OVERHEAD_SLICES = 3  # pipeline fill + write-back of one block, in block_k slices of work
+
+# Per micro-tile (thread_m, thread_n): registers per thread (ptxas, step 10's builds) and
+# the fraction of FMA peak a full SM reaches (calibrated so the model reproduces step 10's
+# measured 512^3 / 1024^3 / 2048^3 winners; 8x8 from the step-10 docstring's attempts).
+REGISTERS = {(2, 4): 48, (4, 2): 48, (4, 4): 64, (8, 4): 96, (4, 8): 96, (8, 8): 168}
+# 4x4: 512^3 (24.6 TFLOPS), 8x4: 1024^3 / 2048^3 (41.1 / 45.2; the model gives 0.72 / 0.76),
+# 8x8: 37-40 TFLOPS at 2048^3; 2x4 / 4x2 (8-wide tiles for M or N of a few): half of 4x4's
+# FMAs per fragment load, a guess.
+EFFICIENCY = {(2, 4): 0.3, (4, 2): 0.3, (4, 4): 0.48, (8, 4): 0.75, (4, 8): 0.70, (8, 8): 0.64}
+NARROW_TILE_FACTOR = 0.9  # a 16- or 8-wide block re-reads the other operand from L2 more often
+BLOCK_K16_FACTOR = 0.92  # twice the barriers and copy issues per FMA of block_k 32
+
+# The menu: (block_m, block_n, thread_m, thread_n, warp_m, stages, pad_a). The first three
+# are step 10's tuned configs at 2048 / 1024 / 512; the narrow ones are for skinny shapes.
+TILES = (
+    (64, 64, 8, 4, 2, 2, 0),
+    (32, 128, 8, 4, 4, 4, 4),
+    (32, 64, 4, 4, 2, 2, 0),
+    (64, 128, 8, 4, 4, 2, 0),
+    (128, 64, 8, 4, 4, 2, 0),
+    (128, 128, 8, 8, 4, 2, 0),
+    (64, 32, 4, 4, 4, 2, 0),
+    (16, 128, 4, 4, 4, 2, 0),
+    (128, 16, 4, 4, 8, 2, 0),
+    (16, 64, 4, 4, 4, 2, 0),
+    (64, 16, 4, 4, 8, 2, 0),
+    (8, 64, 2, 4, 2, 2, 0),
+    (64, 8, 4, 2, 8, 2, 0),
+)
+BLOCK_KS = (32, 16, 64)  # 64 is the only block_k whose A slice splits over 8-row tiles' threads
+SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+MIN_CHUNK_SLICES = 4  # a chunk shorter than this many block_k slices is mostly overhead
+
+
+def _round_up(n: int, tile: int) -> int:
+    return -(-n // tile) * tile
+
+
+def resident_blocks(cfg: SplitKConfig) -> int:
+    """Blocks of `cfg` one SM holds at once: the least of its register, shared-memory,
+    thread and block limits (at least 1: a config that fits a block runs)."""
+    regs = REGISTERS.get((cfg.thread_m, cfg.thread_n), 2 * cfg.thread_m * cfg.thread_n + 32)
+    by_regs = REGISTERS_PER_SM // (regs * cfg.threads)
+    by_shared = SHARED_PER_SM // (cfg.shared_bytes + RESERVED_SHARED_PER_BLOCK)
+    by_threads = MAX_THREADS_PER_SM // cfg.threads
+    return max(1, min(by_regs, by_shared, by_threads, MAX_BLOCKS_PER_SM))
+
+
+def efficiency(cfg: SplitKConfig) -> float:
+    """The fraction of FMA peak a full SM of these blocks reaches (model constant)."""
+    eff = EFFICIENCY.get((cfg.thread_m, cfg.thread_n), 0.5)
+    if min(cfg.block_m, cfg.block_n) < 32:
+        eff *= NARROW_TILE_FACTOR
+    if cfg.block_k < 32:
+        eff *= BLOCK_K16_FACTOR
+    return eff
+
+
+def predicted_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT) -> float:
+    """The model's kernel time for `cfg` at M x N x K (both kernels of a split-K call): the
+    compute time, or reading A and B once from DRAM where that takes longer."""
+    return max(compute_seconds(cfg, M, N, K, sm_count), (M * K + K * N + M * N) * 4 / DRAM_BYTES_S)
+
+
+def compute_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT) -> float:
+    """The model's time for the padded FMAs in waves over the SMs, plus split-K's reduction."""
+    m_pad, n_pad = _round_up(M, cfg.block_m), _round_up(N, cfg.block_n)
+    chunk = cfg.chunk_k(K)
+    blocks = (m_pad // cfg.block_m) * (n_pad // cfg.block_n) * cfg.split_k
+    block_fmas = cfg.block_m * cfg.block_n * (chunk + BLOCK_OVERHEAD_SLICES * cfg.block_k)
+    resident = resident_blocks(cfg)
+    warps = cfg.threads // 32
+    sm_rate = FMA_PER_SM_S * efficiency(cfg)
+
+    def round_seconds(per_sm: int) -> float:
+        # per_sm blocks share one SM; fewer warps than saturate it run the pipe part-busy.
+        return per_sm * block_fmas / (sm_rate * min(1.0, per_sm * warps / SATURATING_WARPS))
+
+    full_rounds, rest = divmod(blocks, sm_count * resident)
+    seconds = full_rounds * round_seconds(resident)
+    if rest:
+        seconds += round_seconds(-(-rest // sm_count))
+    if cfg.split_k > 1:
+        partial_bytes = (2 * cfg.split_k + 1) * m_pad * n_pad * 4  # written, read, then C
+        seconds += REDUCE_LAUNCH_S + partial_bytes / DRAM_BYTES_S
+    return seconds
+
+
+def _fits(cfg: SplitKConfig, M: int, N: int, K: int, arch: str) -> bool:
+    try:
+        cfg.validate(M, N, K)
+        cfg.check_shared_memory(arch)
+    except ConfigError:
+        return False
+    return True
+
+
+def candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig]:
+    """Every menu config valid at M x N x K on `arch`, in the menu's fixed order."""
+    if arch not in MAX_SHARED_BYTES:
+        raise ConfigError(f"unknown arch {arch!r}; valid: {', '.join(MAX_SHARED_BYTES)}")
+    out = []
+    for bm, bn, tm, tn, warp_m, stages, pad_a in TILES:
+        for bk in BLOCK_KS:
+            slices = -(-K // bk)
+            for split in SPLITS:
+                if split > 1 and slices < split * MIN_CHUNK_SLICES:
+                    break  # SPLITS ascend: every larger split's chunks are shorter still
+                cfg = SplitKConfig(block_m=bm, block_n=bn, thread_m=tm, thread_n=tn, block_k=bk,
+                                   vector=4, stages=stages, pad_a=pad_a, transpose_a=0,
+                                   warp_m=warp_m, raster=1, unroll_k=1, split_k=split)
+                # A smaller arch (sm_86/89: 99 KB) may not hold the menu's stages: fewer.
+                while not _fits(cfg, M, N, K, arch) and cfg.stages > 2:
+                    cfg = dataclasses.replace(cfg, stages=cfg.stages - 1)
+                if _fits(cfg, M, N, K, arch):
+                    out.append(cfg)
+    return out
+
+
+def ranked(M: int, N: int, K: int, sm_count: int = SM_COUNT, arch: str = "sm_90") -> list[SplitKConfig]:
+    """The valid candidates, best predicted first. Where the memory floor ties them (tiny or
+    M = 1 shapes), the least compute time wins; remaining ties keep menu order (a stable sort)."""
+    return sorted(candidates(M, N, K, arch),
+                  key=lambda c: (predicted_seconds(c, M, N, K, sm_count), compute_seconds(c, M, N, K, sm_count)))
+
+
+def rule_config(M: int, N: int, K: int, sm_count: int = SM_COUNT, arch: str = "sm_90") -> SplitKConfig:
+    """The rule's config for any M, N, K >= 1: the least predicted time."""
+    check_sizes(M, N, K)
+    if not isinstance(sm_count, int) or isinstance(sm_count, bool) or sm_count < 1:
+        raise ConfigError(f"sm_count must be a positive integer, got {sm_count!r}")
+    best = ranked(M, N, K, sm_count, arch)
+    if not best:  # not reached for sizes check_sizes accepts (tests/test_shape_rule.py)
+        raise ConfigError(f"no step-11 config fits {M}x{N}x{K} on {arch}")
+    return best[0]
+
+
+def neighbourhood(M: int, N: int, K: int, size: int = 20, sm_count: int = SM_COUNT,
+                  arch: str = "sm_90", extra=()) -> list[SplitKConfig]:
+    """What a sweep measures at one shape: the rule's `size` best, each distinct, with `extra`
+    configs (e.g. step 10's own, as split_k 1) first, and the rule's pick's detail variants
+    (stages, warp_m, pad_a) so the sweep can correct the menu's fixed details."""
+    out: list[SplitKConfig] = []
+
+    def add(cfg):
+        if cfg not in out and _fits(cfg, M, N, K, arch):
+            out.append(cfg)
+
+    for cfg in extra:
+        add(cfg)
+    order = ranked(M, N, K, sm_count, arch)
+    if order:
+        best = order[0]
+        for stages in (2, 3, 4):
+            add(dataclasses.replace(best, stages=stages))
+        for warp_m in (2, 4, 8):
+            add(dataclasses.replace(best, warp_m=warp_m))
+        add(dataclasses.replace(best, pad_a=4 - best.pad_a))
+    # Then the model's ranking, one config per (tile, split) first, so the measured set spans
+    # tiles and splits rather than block_k variants of one; then the rest of the ranking.
+    seen = {(c.block_m, c.block_n, c.thread_m, c.thread_n, c.split_k) for c in out}
+    for cfg in order:
+        key = (cfg.block_m, cfg.block_n, cfg.thread_m, cfg.thread_n, cfg.split_k)
+        if key not in seen and len(out) < size:
+            seen.add(key)
+            add(cfg)
+    for cfg in order:
+        if len(out) >= size:
+            break
+        add(cfg)
+    return out[:max(size, len(extra))]
+
+
+def describe(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT) -> str:
+    """One line: the grid the config launches and the model's prediction."""
+    tiles = math.ceil(M / cfg.block_m) * math.ceil(N / cfg.block_n)
+    seconds = predicted_seconds(cfg, M, N, K, sm_count)
+    return (f"{tiles} tiles x split {cfg.split_k} = {tiles * cfg.split_k} blocks "
+            f"({resident_blocks(cfg)} per SM, {sm_count} SMs); predicted "
+            f"{2 * M * N * K / seconds / 1e12:.1f} TFLOPS")

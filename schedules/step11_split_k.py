@@ -1,0 +1,79 @@
+"""Step 11 — split-K with rfactor, and a config for every shape.
+
+Idea: when M x N gives too few output tiles to fill the SMs (132 on an H100), split the
+reduction over K too. TensorIR's ``rfactor`` does it as a schedule: K is split into
+``split_k`` chunks, and the chunk loop becomes a spatial axis of a new block, ``C_rf``, that
+writes partial sums to a global buffer [split_k, M, N]; each chunk is a slice of the grid
+(blockIdx.z), tiled exactly as step 10 tiles the whole matmul (``split_k_rfactor`` in
+schedules/transforms.py). A second kernel sums the partials into C (``reduce_partials``).
+So a 256 x 256 output with K = 16384, 16 tiles of 64 x 64 on 132 SMs, becomes 16 x 8 = 128
+blocks of a 2048-long chunk each, plus a reduction over 2 MB of partials. K pads to whole
+``split_k x block_k`` (schedules/padding.py), so any K splits; ``split_k`` 1 is step 10's IR
+exactly (no rfactor, no second kernel), so the squares step 10 fills lose nothing.
+
+The split, and the rest of the config, now come from the shape: a tuned entry of
+``schedules/tuned/step11.json`` where a sweep measured that exact shape, else the shape rule
+(schedules/shape_rule.py: a cost model of padding waste, wave quantisation over the SMs and
+split-K's overhead, over a small menu of tiles), instead of step 10's "nearest M*N*K".
+``python -m steps.sweep --step 11 --shapes ...`` measures the rule's neighbourhood per shape.
+
+Prediction (written before any device run; the model's numbers, schedules/shape_rule.py):
+256x256x16384: step 10 takes 1024^3's 32x128 tile, 16 blocks for 132 SMs, ~6 TFLOPS; split 8
+at 64x64 should reach 30-40 TFLOPS, 5-7x. 2048x64x2048 (and 64x2048x2048): step 10 takes
+512^3's 32x64 tile, 64 blocks, ~14 TFLOPS; split 4 at 64x64, 128 blocks, 25-30 TFLOPS, ~2x.
+512^3: split 1 and step 10's own config (tuned entry), the same speed within noise (±3%);
+the rule would also pick split 1 there (a second launch costs ~2 us of an 11 us kernel).
+768^3 (144 tiles of 64x64: one more than a wave): split 3, +15-25%.
+
+Measured: pending device run.
+
+Run: python -m steps.step11 --shape 256 256 16384 --shape 2048 64 2048
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import shape_rule
+from . import step10_tuned as prior
+from .config import SplitKConfig
+from .transforms import reduce_partials, split_k_rfactor
+
+NUMBER = 11
+NAME = "split-K"
+IDEA = "rfactor splits K into chunks over blockIdx.z + a reduction kernel; config from the shape rule"
+Config = SplitKConfig
+PASS_CONFIG: dict = dict(prior.PASS_CONFIG)
+TUNED_PATH = Path(__file__).resolve().parent / "tuned" / "step11.json"
+
+
+def tuned_configs(path: Path | None = None) -> dict[tuple[int, int, int], SplitKConfig]:
+    """The committed sweep's best per shape: {(M, N, K): SplitKConfig}; empty if none committed."""
+    return prior.tuned_configs(TUNED_PATH if path is None else path, SplitKConfig)
+
+
+def default_config(M: int, N: int, K: int) -> SplitKConfig:
+    """A tuned entry for exactly this shape, else the shape rule's config (never a neighbour's)."""
+    tuned = tuned_configs()
+    if (M, N, K) in tuned:
+        return tuned[(M, N, K)]
+    return shape_rule.rule_config(M, N, K)
+
+
+def sweep_candidates(M: int, N: int, K: int, arch: str, sm_count: int, size: int) -> list[SplitKConfig]:
+    """What ``python -m steps.sweep --step 11`` measures at one shape: step 10's own config
+    (as split_k 1, so a tuned entry is never slower than step 10 there), then the shape rule's
+    neighbourhood (its best `size`, with the detail variants of its pick)."""
+    step10 = SplitKConfig(**prior.default_config(M, N, K).as_dict(), split_k=1)
+    return shape_rule.neighbourhood(M, N, K, size, sm_count, arch, extra=[step10])
+
+
+def apply(sch, cfg: SplitKConfig, block):
+    if cfg.split_k == 1:
+        return prior.apply(sch, cfg, block)
+    partials, total = split_k_rfactor(sch, block, cfg.split_k)
+    tiles = prior.apply(sch, cfg, partials)
+    reduce_partials(sch, total)
+    return tiles
+

@@ -1,0 +1,284 @@
+"""Step 11 (split-K with rfactor) and the shape rule behind its configs.
+
+CPU: the schedule builds; with split_k > 1 the CUDA has the partial buffer [split, M, N] over
+blockIdx.z and a second kernel that sums exactly split_k partials; split_k 1 is step 10's IR;
+ptxas reports no spills or stack frame; the rule gives valid, deterministic configs within the
+shared-memory and thread limits for any shape; the sweep's shape options. GPU (marked): split-K
+is correct on odd shapes against float64.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import numpy as np
+import pytest
+import tvm
+
+import schedules
+from schedules import padding, shape_rule, step10_tuned, step11_split_k
+from schedules.config import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, SplitKConfig
+from steps import harness, nvcc, sweep
+
+from .checks import config_error, one_line_error
+
+STEP10, STEP11 = schedules.get_step(10), schedules.get_step(11)
+BASE = SplitKConfig(block_m=64, block_n=64, thread_m=8, thread_n=4, block_k=32, stages=2, pad_a=0,
+                    warp_m=2, raster=1, unroll_k=1)
+
+
+def split(k: int, **changes) -> SplitKConfig:
+    return dataclasses.replace(BASE, split_k=k, **changes)
+
+
+def cuda(shape, cfg) -> str:
+    return schedules.cuda_source(schedules.build(11, *shape, config=cfg))
+
+
+def kernels(src: str) -> dict[str, str]:
+    """{kernel name: body} of each __global__ definition in the CUDA."""
+    out = {}
+    for match in re.finditer(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\([^)]*\) \{', src):
+        out[match.group(1)] = src[match.end():]
+    names = list(out)
+    for name, nxt in zip(names, names[1:]):  # cut each body where the next kernel starts
+        out[name] = out[name][: out[name].find('extern "C" __global__')]
+    return out
+
+
+# --- the schedule ------------------------------------------------------------------------
+
+
+def test_step_11_follows_step_10():
+    assert [s.number for s in schedules.STEPS][-2:] == [10, 11]
+    assert STEP11.Config is SplitKConfig and issubclass(SplitKConfig, STEP10.Config)
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (100, 70, 300), (1, 2048, 2048)])
+def test_split_1_is_step_10s_ir(shape):
+    cfg10 = STEP10.default_config(*shape)
+    cfg11 = SplitKConfig(**cfg10.as_dict(), split_k=1)
+    tvm.ir.assert_structural_equal(STEP11.schedule(*shape, cfg11).mod, STEP10.schedule(*shape, cfg10).mod)
+
+
+@pytest.mark.parametrize("shape,k", [((200, 136, 1000), 4), ((64, 64, 4096), 8), ((1, 70, 300), 2)])
+def test_split_k_cuda_has_partials_and_their_reduction(shape, k):
+    M, N, K = shape
+    src = cuda(shape, split(k))
+    bodies = kernels(src)
+    assert len(bodies) == 2, list(bodies)
+    partials, total = bodies.values()
+    # The first kernel: chunks over blockIdx.z, stores into the partial buffer (C_rf, or
+    # C_pad_rf where M or N is padded), not into C.
+    assert "blockIdx.z" in partials and not re.search(r"\bC_ptr", partials)
+    rf = re.search(r"\b(C(?:_pad)?_rf)_ptr", partials).group(1)
+    # The second: reads k partials per element (the loop over them unrolled) and writes C.
+    assert len(re.findall(rf + r"_ptr\[", total)) == k
+    assert re.search(r"\bC_ptr\[", total)
+    # The partial buffer is [split, M, N] (M, N padded to the tile): chunk s starts at s*M*N.
+    m_pad, n_pad, _ = padding.padded_shape(split(k), M, N, K)
+    assert f"blockIdx.z) * {m_pad * n_pad})" in partials
+
+
+def test_k_pads_to_whole_chunks():
+    cfg = split(3)
+    assert cfg.chunk_k(1000) == 352  # 1000 / 3 = 333.3 -> 11 slices of 32
+    assert padding.padded_shape(cfg, 200, 136, 1000) == (256, 192, 1056)
+    assert padding.padded_shape(split(1), 200, 136, 1000) == (256, 192, 1024)  # step 10's
+
+
+def test_split_k_config_errors_are_one_line():
+    config_error(lambda: split(0).validate(256, 256, 4096), "split_k", "positive")
+    config_error(lambda: split(65).validate(256, 256, 8192), "split_k", "1-64")
+    # 33 slices of 32 in 32 chunks: chunks of 64, the last 15 all padding.
+    config_error(lambda: split(32).validate(64, 64, 33 * 32), "split_k 32", "padding")
+    config_error(lambda: STEP11.schedule(64, 64, 64, step10_tuned.default_config(64, 64, 64)),
+                 "step 11 takes a SplitKConfig")
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+@pytest.mark.parametrize("shape", [(2048, 64, 2048), (127, 131, 1009)])
+def test_rule_builds_have_no_spills_or_stack(shape):
+    cfg = shape_rule.rule_config(*shape)
+    assert cfg.split_k > 1
+    report = nvcc.compile_report(cuda(shape, cfg))
+    assert report.ok, report.log[-500:]
+    assert report.spills == 0 and report.stack_bytes == 0, report.log[-800:]
+
+
+# --- the shape rule ----------------------------------------------------------------------
+
+GRID = sorted({
+    (1, 2048, 2048), (2048, 1, 2048), (1, 1, 1), (1, 1, 4096), (3, 5, 7), (17, 1, 1),
+    (97, 89, 4099), (1009, 2, 1013), (256, 256, 16384), (4096, 4096, 64), (2048, 64, 2048),
+    (64, 2048, 2048), (512, 512, 512), (768, 768, 768), (1536, 1536, 1536), (2047, 2047, 2047),
+    (4096, 4096, 4096), (8192, 16, 1024), (16, 8192, 1024), (1000, 1500, 700), (128, 128, 65536),
+    (46340, 46340, 1), (1, 8192, 131072),
+})
+ARCHS = tuple(MAX_SHARED_BYTES)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_rule_configs_are_valid_within_limits(arch):
+    for shape in GRID:
+        cfg = shape_rule.rule_config(*shape, arch=arch)
+        assert type(cfg) is SplitKConfig
+        cfg.validate(*shape)
+        assert cfg.shared_bytes <= MAX_SHARED_BYTES[arch], (shape, cfg)
+        assert cfg.threads <= MAX_THREADS_PER_BLOCK and cfg.threads % 32 == 0, (shape, cfg)
+
+
+def test_rule_is_deterministic():
+    first = [shape_rule.rule_config(*s) for s in GRID]
+    assert [shape_rule.rule_config(*s) for s in reversed(GRID)] == first[::-1]
+    assert shape_rule.neighbourhood(256, 256, 16384) == shape_rule.neighbourhood(256, 256, 16384)
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 16384), (2048, 64, 2048), (64, 2048, 2048), (128, 128, 65536),
+                                   (1, 2048, 2048)])
+def test_rule_splits_k_heavy_small_outputs(shape):
+    cfg = shape_rule.rule_config(*shape)
+    tiles = -(-shape[0] // cfg.block_m) * -(-shape[1] // cfg.block_n)
+    assert tiles < shape_rule.SM_COUNT and cfg.split_k > 1, cfg
+    assert tiles * cfg.split_k >= shape_rule.SM_COUNT // 2
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 2048), (3072, 3072, 3072), (4096, 4096, 4096), (4096, 4096, 64),
+                                   (1536, 1536, 1536)])
+def test_rule_does_not_split_big_outputs(shape):
+    assert shape_rule.rule_config(*shape).split_k == 1
+
+
+def test_rule_uses_the_sm_count():
+    # Fewer SMs fill with fewer blocks: a smaller split (or none).
+    many = shape_rule.rule_config(256, 256, 16384, sm_count=132)
+    few = shape_rule.rule_config(256, 256, 16384, sm_count=16)
+    assert few.split_k < many.split_k
+    config_error(lambda: shape_rule.rule_config(64, 64, 64, sm_count=0), "sm_count")
+
+
+def test_rule_accounts_for_padding_waste():
+    # N = 65: a 64-wide tile pads N to 128, half of it waste; the model charges the padded work
+    # (8192 x 64 is 128 tiles, under one wave; 8192 x 65 is 256).
+    cfg = split(1)
+    padded = shape_rule.compute_seconds(cfg, 8192, 128, 4096)
+    assert shape_rule.compute_seconds(cfg, 8192, 65, 4096) == padded
+    assert padded > 1.9 * shape_rule.compute_seconds(cfg, 8192, 64, 4096)
+
+
+def test_step_11_default_prefers_an_exact_tuned_entry(tmp_path, monkeypatch):
+    tuned = split(2, stages=3)
+    path = tmp_path / "step11.json"
+    path.write_text(json.dumps({"configs": [{"M": 300, "N": 300, "K": 3000, "config": tuned.as_dict()}]}))
+    monkeypatch.setattr(step11_split_k, "TUNED_PATH", path)
+    assert step11_split_k.default_config(300, 300, 3000) == tuned
+    # Any other shape: the rule's own config, never the nearest tuned one.
+    assert step11_split_k.default_config(300, 300, 3001) == shape_rule.rule_config(300, 300, 3001)
+
+
+def test_sweep_candidates_include_step_10_and_stay_small():
+    for shape in [(256, 256, 16384), (2048, 64, 2048), (1, 2048, 2048), (4096, 4096, 4096)]:
+        cfgs = step11_split_k.sweep_candidates(*shape, "sm_90", 132, sweep.NEIGHBOURHOOD)
+        assert 1 < len(cfgs) <= sweep.NEIGHBOURHOOD <= sweep.MAX_NEIGHBOURHOOD
+        assert cfgs[0] == SplitKConfig(**step10_tuned.default_config(*shape).as_dict(), split_k=1)
+        assert shape_rule.rule_config(*shape) in cfgs
+        assert len(set(cfgs)) == len(cfgs)
+
+
+# --- the sweep's shape options -------------------------------------------------------------
+
+
+def test_parse_shape_list():
+    assert sweep.parse_shape_list("256x256x16384, 2048X64x2048") == [(256, 256, 16384), (2048, 64, 2048)]
+    for bad in ("256x256", "0x1x1", "axbxc"):
+        with pytest.raises(Exception, match="MxNxK"):
+            sweep.parse_shape_list(bad)
+
+
+def test_read_shape_file_formats(tmp_path):
+    path = tmp_path / "shapes.toml"
+    path.write_text('[[shape]]\nM = 1\nN = 2048\nK = 2048\n\n[squares]\nshapes = ["512x512x512", [768, 768, 768]]\n'
+                    '[other]\nlist = [{M = 3, N = 5, K = 7}]\n')
+    assert sweep.read_shape_file(path) == [(1, 2048, 2048), (512, 512, 512), (768, 768, 768), (3, 5, 7)]
+    path.write_text("title = 'none'\n")
+    with pytest.raises(sweep.cli.UsageError, match="no shapes"):
+        sweep.read_shape_file(path)
+
+
+def test_sweep_dry_run_by_shape(capsys):
+    assert sweep.main(["--step", "11", "--shapes", "256x256x16384", "--shape", "7", "9", "11",
+                       "--candidates", "6", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "7x9x11:" in out and "256x256x16384: 6 candidates" in out and "split_k=8" in out
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--step", "10", "--shapes", "64x64x64", "--dry-run"], ("--shapes", "step 10")),
+    (["--step", "10", "--candidates", "5", "--dry-run"], ("--candidates", "step 10")),
+    (["--step", "11", "--top", "2", "--dry-run"], ("--top", "step 11")),
+    (["--step", "11", "--shapes", "64x64", "--dry-run"], ("MxNxK",)),
+    (["--step", "11", "--shapes", "64x64x64", "--candidates", "26", "--dry-run"], ("--candidates", "25")),
+])
+def test_sweep_shape_errors_are_one_line(argv, words, capsys):
+    assert sweep.main(argv) == 2
+    one_line_error(capsys.readouterr().err, "steps.sweep", *words)
+
+
+def test_write_tuned_shapes_merges(tmp_path):
+    path = tmp_path / "step11.json"
+    old = {"M": 64, "N": 64, "K": 4096, "config": split(1).as_dict(), "gflops": 1.0}
+    kept = {"M": 99, "N": 9, "K": 9, "config": split(1).as_dict(), "gflops": 2.0}
+    path.write_text(json.dumps({"configs": [old, kept]}))
+    new = {"config": split(2).as_dict(), "gflops": 5.0}
+    sweep.write_tuned_shapes(STEP11, {(64, 64, 4096): {"best": new, "rule": {"gflops": 4.0}}}, {}, path)
+    doc = json.loads(path.read_text())
+    assert doc["configs"] == [
+        {"M": 64, "N": 64, "K": 4096, "config": new["config"], "gflops": 5.0, "rule_gflops": 4.0}, kept]
+    assert step11_split_k.tuned_configs(path)[(64, 64, 4096)] == split(2)
+
+
+# --- GPU ---------------------------------------------------------------------------------
+
+GPU_CASES = [((2048, 64, 2048), 4), ((256, 256, 16384), 8), ((127, 131, 1009), 16), ((33, 65, 4099), 3),
+             ((1, 257, 3001), 8), ((250, 1, 999), 5)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,k", GPU_CASES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_split_k_is_correct_on_odd_shapes(shape, k):
+    if not harness.gpu_present():
+        pytest.skip("no CUDA GPU")
+    M, N, K = shape
+    cfg = split(k) if (M >= 64 and N >= 64) else dataclasses.replace(shape_rule.rule_config(*shape), split_k=k)
+    lib = schedules.build(11, *shape, arch=harness.gpu_arch(), config=cfg)
+    dev = tvm.cuda(0)
+    rng = np.random.default_rng([20261123, M, N, K])
+    a, b = harness.random_operands(M, N, K, rng)
+    c = tvm.runtime.tensor(np.full((M, N), np.nan, dtype=np.float32), dev)
+    lib["main"](tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c)
+    dev.sync()
+    err = harness.relative_error(c.numpy(), a.astype(np.float64) @ b.astype(np.float64))
+    assert err <= harness.TOLERANCE, f"split_k {k} at {shape}: relative error {err}"
+
+
+def test_table_from_a_sweep_log(tmp_path, monkeypatch, capsys):
+    """A sweep cut off by its time limit: the table is rebuilt from the log's lines."""
+    log = tmp_path / "sweep11.jsonl"
+    rows = [
+        {"step": 11, "stage": "shape", "M": 64, "N": 64, "K": 4096, "config": split(1).as_dict(), "gflops": 3.0,
+         "rule_pick": False},
+        {"step": 11, "stage": "shape", "M": 64, "N": 64, "K": 4096, "config": split(4).as_dict(), "gflops": 9.0,
+         "rule_pick": True},
+        {"step": 11, "stage": "shape", "M": 64, "N": 64, "K": 4096, "config": split(8).as_dict(), "error": "x"},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(sweep, "TUNED_DIR", tmp_path)
+    assert sweep.main(["--step", "11", "--from-log", str(log), "--write"]) == 0
+    assert "best at 64x64x4096: 0.0 TFLOPS" in capsys.readouterr().out
+    entry = json.loads((tmp_path / "step11.json").read_text())["configs"][0]
+    assert entry["config"] == split(4).as_dict() and entry["rule_gflops"] == 9.0
+    log.write_text("not json\n")
+    assert sweep.main(["--step", "11", "--from-log", str(log)]) == 2
+    one_line_error(capsys.readouterr().err, "steps.sweep", "not a sweep log line")
