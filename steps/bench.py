@@ -46,6 +46,7 @@ PROG = "python -m steps.bench"
 SCHEMA = "shapes-1"
 BASELINE = references.CUBLAS.key
 JSON_NAME, CSV_NAME, PLOT_NAME = "shapes.json", "shapes.csv", "shapes.png"
+BAR = 0.9  # issue 13: the final CUDA-core step at >= 0.9x cuBLAS fp32 on every shape; those below are listed
 
 
 # --- which steps -------------------------------------------------------------------------------
@@ -557,6 +558,17 @@ def summarize(doc: dict, impl: str) -> list[ClassSummary]:
     return list(by_class.values()) + [overall]
 
 
+def below_bar(doc: dict, impl: str, bar: float = BAR) -> list[tuple]:
+    """(class, shape, ratio) of every shape where impl's kernel-time ratio is below `bar`, worst first."""
+    index = rows_by(doc)
+    out = []
+    for class_name, shape in shapes_in_order(doc):
+        value, why = ratio(doc, impl, shape, index)
+        if why is None and value < bar:
+            out.append((class_name, shape, value))
+    return sorted(out, key=lambda item: item[2])
+
+
 def step_impls(doc: dict) -> list[dict]:
     return [i for i in doc["implementations"] if "step" in i]
 
@@ -657,6 +669,9 @@ def format_summary(doc: dict, impl: dict) -> str:
             notes.append(f"{len(s.failed)} failed")
         geomean = f"{s.geomean:.2f}x" if s.geomean else "-"
         lines.append(f"{s.name:<{width}}  {s.shapes:>6}  {geomean:>7}  {worst}" + (f"  ({'; '.join(notes)})" if notes else ""))
+    low = below_bar(doc, impl["key"])
+    lines.append(f"below {BAR:g}x cuBLAS: " + (", ".join(f"{shapeset.shape_text(s)} {r:.2f}x ({c})" for c, s, r in low)
+                                              if low else "none"))
     return "\n".join(lines)
 
 

@@ -242,6 +242,10 @@ def shapes_summary(doc: dict, gpu_dir: Path | None = None, relative_to: Path | N
             cells += [f"{s.geomean:.2f}×" if s.geomean else "–", worst + (f" ({', '.join(extra)} left out)" if extra else "")]
         shapes = stats[steps[0]["key"]][n].shapes
         lines.append(f"| {label} | {shapes} | " + " | ".join(cells) + " |")
+    for impl in steps:
+        low = bench.below_bar(doc, impl["key"])
+        shown = ", ".join(f"{plot_shape(s)} {r:.2f}×" for _, s, r in low)
+        lines += ["", f"Step {impl['step']} below {bench.BAR:g}× cuBLAS: {shown or 'none'}."]
     if left_out:
         lines += ["", f"{MARK} host-bound: a ratio that may time the host, left out of the geometric mean."]
     if gpu_dir is not None and (Path(gpu_dir) / bench.PLOT_NAME).exists():

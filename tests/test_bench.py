@@ -372,6 +372,10 @@ def test_the_report_gives_ratios_geomeans_and_worst_shapes(tmp_path, fake_gpu, c
     assert "(1 host-bound left out)" in " ".join(rows["odd"])
     geomean_all = math.exp((9 * math.log(1.25) + 6 * math.log(0.8)) / 15)
     assert rows["all"][1:6] == ["16", f"{geomean_all:.2f}x", "1000x1500x700", "0.80x", "(odd)"]
+    assert "below 0.9x cuBLAS: 1000x1500x700 0.80x (odd), 997x1009x1013 0.80x (odd)," in summary
+    assert "33x65x129" not in summary.split("below 0.9x cuBLAS:")[1]  # host-bound: not a kernel-time ratio
+    assert "\nbelow 0.9x cuBLAS: " + ", ".join(  # step 9: every shape, at 0.5x
+        f"{s} 0.50x ({c})" for c, s in [("square", "256x256x256")]) in out
     assert "33x65x129" in out and "(†)" in out and cli.HOST_LEGEND in out
     step9 = out.split("step 9 (warp tiling) against")[1].split("step 10 (unroll")[0]
     assert "0.50x" in step9
@@ -423,6 +427,7 @@ def test_the_readme_block_comes_from_shapes_json(tmp_path, fake_gpu, capsys):
     assert "**Fake GPU 80GB**" in block and "the 43 shapes of" in block
     assert "| square | 8 | 0.50× | 256³ 0.50× | 1.25× | 256³ 1.25× |" in block
     assert "| **all** | 43 |" in block and "shapes.png" in block and "old" not in block
+    assert "Step 10 below 0.9× cuBLAS: 2048×64×2048 0.80×," in block and "Step 9 below 0.9× cuBLAS: 256³ 0.50×" in block
     assert text.endswith("y\n")
     assert "_No shape benchmark committed yet" in table.render_shapes(tmp_path / "empty")
 
@@ -454,3 +459,72 @@ def test_validate_rejects_a_bad_document():
         bench.validate({"schema": "other"})
     with pytest.raises(bench.ShapesError, match="lacks"):
         bench.validate({"schema": bench.SCHEMA})
+
+
+# --- the worker's job function, with the GPU faked -------------------------------------------------
+
+
+class _FakeRunner:
+    """KernelRunner's check and time, without a GPU: a fixed error, 1 ms, or a fault."""
+
+    rel_err, fault = 3e-7, None
+
+    def __init__(self, repeat, seed, isolate):
+        assert isolate is False
+
+    def check(self, func, M, N, K):
+        if self.fault:
+            raise RuntimeError(f"CUDA: {self.fault}\nsecond line")
+        return self.rel_err
+
+    def time(self, lib, M, N, K):
+        return harness.Timing(1.0, 0.9, 1.1, 3, 1, host_us=5.0)
+
+
+@pytest.fixture
+def fake_worker(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(sweep, "_gpu_lock", threading.Lock(), raising=False)
+    monkeypatch.setattr(harness, "KernelRunner", _FakeRunner)
+    monkeypatch.setattr(harness, "_build", lambda spec, M, N, K, arch, config: {"main": object()})
+    monkeypatch.setattr(bench, "_poisoned", False)
+    monkeypatch.setattr(_FakeRunner, "rel_err", 3e-7)  # each test's changes are undone after it
+    monkeypatch.setattr(_FakeRunner, "fault", None)
+    return _FakeRunner
+
+
+def test_the_job_checks_and_times_under_the_lock(fake_worker):
+    res = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert res["error"] is None and res["rel_err"] == 3e-7 and res["median_ms"] == 1.0
+    assert res["gflops"] == pytest.approx(2 * 64 * 32 * 16 / 1e-3 / 1e9) and res["host_bound"] is False
+    checked = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, False)
+    assert checked["error"] is None and checked["median_ms"] is None and checked["gflops"] is None
+    fake_worker.rel_err = 2e-5
+    wrong = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert wrong["error"].startswith("wrong result: relative error 2e-05 > 1e-05")
+    assert bench._job("step", 12, (64, 32, 16), None, "sm_90", 3, 1, 5e-3, True)["error"] is None  # its own bound
+    assert not bench._poisoned
+
+
+def test_a_fault_fails_the_job_and_poisons_its_worker(fake_worker, monkeypatch):
+    fake_worker.fault = "an illegal memory access was encountered"
+    res = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert res["error"] == "RuntimeError: second line"  # harness._one_line: TVM's reason comes last
+    assert bench._poisoned
+    exits = []
+    monkeypatch.setattr(bench.os, "_exit", lambda code: exits.append(code) or (_ for _ in ()).throw(SystemExit(code)))
+    with pytest.raises(SystemExit):
+        bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert exits == [3]
+
+
+def test_a_build_failure_is_that_kernels_error(fake_worker, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("NVRTC: error: something\nat line 3")
+
+    monkeypatch.setattr(harness, "_build", broken)
+    res = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert res["error"] == "build failed: RuntimeError: at line 3" and not bench._poisoned
+    assert bench._died(("step", 10, (5, 6, 7)), "worker died")["error"] == "worker died"
+    assert bench._died(("build", 10, (5, 6, 7)), "worker died") == {"report": None, "error": "worker died"}
