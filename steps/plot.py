@@ -335,6 +335,7 @@ def _module_of(number: int):
 # --- the shape benchmark (python -m steps.bench --save): shapes.png -----------------------------
 
 SHAPES_FIGSIZE = (14, 8)  # 43 shapes side by side need the width; two panels the height
+SHAPES_DPI = 100  # 1400 px wide: legible at the README's width, and a smaller file to commit
 
 
 def plot_shapes(doc: dict, path: Path) -> str:
@@ -350,7 +351,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
     steps = bench.step_impls(doc)
     base = doc["baseline"]
     has_base = any(i["key"] == base for i in doc["implementations"])
-    fig = Figure(figsize=SHAPES_FIGSIZE, dpi=DPI, layout="constrained")
+    fig = Figure(figsize=SHAPES_FIGSIZE, dpi=SHAPES_DPI, layout="constrained")
     if has_base:
         top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     else:
@@ -364,13 +365,12 @@ def plot_shapes(doc: dict, path: Path) -> str:
         rows = [index.get((impl["key"], shape)) for _, shape in order]
         tflops = [(r["gflops"] or 0) / 1e3 if r and not r.get("error") and r.get("gflops") else 0 for r in rows]
         label = f"{impl['step']}. {impl['name']}"
-        bars = top.bar([x + offset for x in xs], tflops, width, color=colors[k], label=label, edgecolor="white",
-                       linewidth=0.4)
+        bars = top.bar([x + offset for x in xs], tflops, width, color=colors[k], label=label, linewidth=0)
         _hatch_host_bound(bars, rows)
         if bottom is not None:
             values = [bench.ratio(doc, impl["key"], shape, index) for _, shape in order]
             bars = bottom.bar([x + offset for x in xs], [v or 0 for v, _ in values], width, color=colors[k],
-                              edgecolor="white", linewidth=0.4)
+                              linewidth=0)
             _hatch_host_bound(bars, rows, [r for r in (index.get((base, s)) for _, s in order)])
     if has_base:
         cublas = [index.get((base, shape)) for _, shape in order]
@@ -431,6 +431,7 @@ def _hatch_host_bound(bars, rows, base_rows=None) -> None:
         if bound:
             bar.set_hatch("xx")
             bar.set_edgecolor("black")
+            bar.set_linewidth(0.6)
 
 
 def render_shapes(gpu_dir: Path) -> str:
