@@ -3,14 +3,16 @@
     python -m steps.plot                       # every GPU folder under results/
     python -m steps.plot --gpu nvidia-h200     # one folder
 
-Four PNGs land beside the results they come from, in results/<gpu-slug>/:
+The PNGs land beside the results they come from, in results/<gpu-slug>/:
 - gflops.png      throughput per step per size, cuBLAS as a dashed line per size, and TVM's own
                   schedules (dlight, MetaSchedule: references.json) as dotted bars after the steps;
 - speedup.png     each step over the step before it, per size (log scale; expected
                   regressions hatched, their reason is in stepN.json);
 - pct_cublas.png  each step, and TVM's own schedules, as a percentage of cuBLAS strict-fp32 SGEMM;
 - roofline.png    each step at its arithmetic intensity (from the global-memory bytes its
-                  schedule moves, steps/roofline.py) under the measured roofs in machine.json.
+                  schedule moves, steps/roofline.py) under the measured roofs in machine.json;
+- shapes.png      (where python -m steps.bench --save wrote shapes.json) each step per shape of
+                  the benchmark set, grouped by class: TFLOPS, and the ratio to cuBLAS fp32.
 A bar whose number is host-bound (the guard in steps/harness.py) is cross-hatched: it may time
 the host, not the kernel. cuBLAS TF32 (reduced precision, several times the fp32 scale) is left
 to the tables. A plot whose data is missing (no cuBLAS column, no machine.json) is skipped with
@@ -330,15 +332,131 @@ def _module_of(number: int):
         return None
 
 
+# --- the shape benchmark (python -m steps.bench --save): shapes.png -----------------------------
+
+SHAPES_FIGSIZE = (14, 8)  # 43 shapes side by side need the width; two panels the height
+SHAPES_DPI = 100  # 1400 px wide: legible at the README's width, and a smaller file to commit
+
+
+def plot_shapes(doc: dict, path: Path) -> str:
+    """Each step per shape of the set, grouped by class: TFLOPS (log scale, cuBLAS as a black
+    tick) above, the ratio to cuBLAS strict fp32 below (1.0 solid, the issue's 0.9 dashed).
+    Host-bound bars are cross-hatched and their ratios are not kernel-time ratios."""
+    from . import bench
+
+    if not doc["method"].get("timed", True):
+        return f"skipped {path.name}: the run only checked correctness (--check-only); nothing was timed"
+    index = bench.rows_by(doc)
+    order = bench.shapes_in_order(doc)
+    steps = bench.step_impls(doc)
+    base = doc["baseline"]
+    has_base = any(i["key"] == base for i in doc["implementations"])
+    fig = Figure(figsize=SHAPES_FIGSIZE, dpi=SHAPES_DPI, layout="constrained")
+    if has_base:
+        top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    else:
+        top, bottom = fig.add_subplot(), None
+    colors = _step_colors(max(len(steps), 1))
+    group = 0.8
+    width = group / max(len(steps), 1)
+    xs = list(range(len(order)))
+    for k, impl in enumerate(steps):
+        offset = -group / 2 + width * (k + 0.5)
+        rows = [index.get((impl["key"], shape)) for _, shape in order]
+        tflops = [(r["gflops"] or 0) / 1e3 if r and not r.get("error") and r.get("gflops") else 0 for r in rows]
+        label = f"{impl['step']}. {impl['name']}"
+        bars = top.bar([x + offset for x in xs], tflops, width, color=colors[k], label=label, linewidth=0)
+        _hatch_host_bound(bars, rows)
+        if bottom is not None:
+            values = [bench.ratio(doc, impl["key"], shape, index) for _, shape in order]
+            bars = bottom.bar([x + offset for x in xs], [v or 0 for v, _ in values], width, color=colors[k],
+                              linewidth=0)
+            _hatch_host_bound(bars, rows, [r for r in (index.get((base, s)) for _, s in order)])
+    if has_base:
+        cublas = [index.get((base, shape)) for _, shape in order]
+        pts = [(x, r["gflops"] / 1e3) for x, r in zip(xs, cublas) if r and not r.get("error") and r.get("gflops")]
+        base_label = next(i["label"] for i in doc["implementations"] if i["key"] == base)
+        top.scatter([x for x, _ in pts], [y for _, y in pts], marker="_", s=260, linewidths=2.2, color="black",
+                    zorder=3, label=base_label)
+        bottom.axhline(1.0, color="black", linewidth=1.2)
+        bottom.axhline(0.9, color="black", linewidth=1, linestyle="--", label="0.9× cuBLAS")
+        bottom.set_ylabel("× cuBLAS fp32 (log scale)")
+        ratios = [v for impl in steps for _, s in order if (v := bench.ratio(doc, impl["key"], s, index)[0])]
+        bottom.set_yscale("log")  # 0.5× and 2× the same distance from 1×
+        bottom.set_ylim(min(ratios + [0.8]) / 1.25, max(ratios + [1.25]) * 1.25)
+        bottom.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+        bottom.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}×" if v in (0.5, 2, 3) else ""))
+        bottom.grid(axis="y", which="both", alpha=0.25)
+        bottom.set_axisbelow(True)
+    top.set_yscale("log")
+    top.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    top.set_ylabel("TFLOPS (median kernel time)")
+    top.grid(axis="y", which="both", alpha=0.25)
+    top.set_axisbelow(True)
+    last = bottom if bottom is not None else top
+    last.set_xticks(xs, [_shape_tick(s) for _, s in order], rotation=90, fontsize=8.5)
+    last.set_xlim(-0.6, len(order) - 0.4)
+    starts = [x for x, (c, _) in enumerate(order) if x == 0 or order[x - 1][0] != c]
+    for ax in (top, bottom) if bottom is not None else (top,):
+        for x in starts[1:]:
+            ax.axvline(x - 0.5, color="gray", linewidth=1, linestyle=":")
+    for i, x in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(order)
+        top.text((x + end - 1) / 2, 1.01, order[x][0], transform=top.get_xaxis_transform(), ha="center",
+                 va="bottom", fontsize=10)
+    handles, labels = top.get_legend_handles_labels()
+    if bottom is not None:
+        more_handles, more_labels = bottom.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    if any(r.get("host_bound") for r in doc["results"]):
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="xx"))
+        labels.append("host-bound: not kernel time")
+    fig.legend(handles, labels, loc="outside lower center", fontsize=10, ncols=min(len(labels), 5))
+    fig.suptitle(f"{doc['environment'].get('gpu', 'unknown GPU')}: fp32 matmul over the benchmark shape set "
+                 f"({doc['environment']['date'][:10]})")
+    fig.savefig(path)
+    return f"wrote {path}"
+
+
+def _shape_tick(shape) -> str:
+    M, N, K = shape
+    return f"{M}³" if M == N == K else f"{M}×{N}×{K}"
+
+
+def _hatch_host_bound(bars, rows, base_rows=None) -> None:
+    for i, bar in enumerate(bars):
+        bound = bool(rows[i] and rows[i].get("host_bound"))
+        if base_rows is not None:
+            bound = bound or bool(base_rows[i] and base_rows[i].get("host_bound"))
+        if bound:
+            bar.set_hatch("xx")
+            bar.set_edgecolor("black")
+            bar.set_linewidth(0.6)
+
+
+def render_shapes(gpu_dir: Path) -> str:
+    """shapes.png from gpu_dir's shapes.json (steps.bench writes both); one line."""
+    from . import bench
+
+    doc = bench.load(gpu_dir)
+    path = Path(gpu_dir) / bench.PLOT_NAME
+    if doc is None:
+        return f"skipped {path.name}: no {bench.JSON_NAME} in {gpu_dir}"
+    with rc_context(STYLE):
+        return plot_shapes(doc, path)
+
+
 # --- entry points -----------------------------------------------------------------------------
 
 
 def render_gpu_dir(gpu_dir: Path) -> list[str]:
-    """Render the four plots into gpu_dir from its stepN.json (and machine.json); one line each."""
+    """Render the four plots into gpu_dir from its stepN.json (and machine.json), and shapes.png where
+    shapes.json is there; one line each."""
     gpu_dir = Path(gpu_dir)
     docs = results.load_gpu_dir(gpu_dir)
+    shapes = [render_shapes(gpu_dir)] if (gpu_dir / "shapes.json").exists() else []
     if not docs:
-        return [f"no stepN.json in {gpu_dir}: nothing to plot"]
+        return [f"no stepN.json in {gpu_dir}: nothing to plot"] + shapes
     refs = reference_docs(gpu_dir, docs)
     with rc_context(STYLE):
         return [
@@ -346,7 +464,7 @@ def render_gpu_dir(gpu_dir: Path) -> list[str]:
             plot_speedup(docs, gpu_dir / "speedup.png"),
             plot_pct_cublas(docs, gpu_dir / "pct_cublas.png", refs),
             plot_roofline(docs, load_machine(gpu_dir), gpu_dir / "roofline.png"),
-        ]
+        ] + shapes
 
 
 @quiet_broken_pipe

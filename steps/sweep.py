@@ -138,16 +138,30 @@ def _check(runner, func, size) -> float:
     return runner.verify(func, *_operands[size])
 
 
-class Pool:
-    """A process pool that is rebuilt when a worker dies, so one bad kernel costs one candidate."""
+def _died(job: tuple, why: str) -> dict:
+    """The result of a sweep job whose worker died: the candidate, failed."""
+    _, (M, N, K), cfg, _, _ = job
+    return {"M": M, "N": N, "K": K, "config": cfg, "error": why}
 
-    def __init__(self, workers: int):
+
+class Pool:
+    """A process pool that is rebuilt when a worker dies, so one bad kernel costs one candidate.
+
+    Each job is ``evaluate(*job)`` in a worker, which holds ``_gpu_lock`` while it uses the GPU;
+    ``died(job, why)`` is the result of a job whose worker died twice. The defaults are the
+    sweep's; steps.bench passes its own."""
+
+    def __init__(self, workers: int, evaluate=None, died=None):
         self.workers = workers
+        self.evaluate = evaluate or _evaluate
+        self.died = died or _died
         self.ctx = multiprocessing.get_context("spawn")
-        self.lock = self.ctx.Lock()
         self._new()
 
     def _new(self):
+        # A fresh lock with each pool: a worker that died holding the old one (os._exit after a
+        # fault, a segfault) never released it, and every later job would wait on it forever.
+        self.lock = self.ctx.Lock()
         self.pool = futures.ProcessPoolExecutor(self.workers, mp_context=self.ctx,
                                                 initializer=_init_worker, initargs=(self.lock,))
 
@@ -159,7 +173,7 @@ class Pool:
         that is in flight when the pool breaks a second time is reported as failed."""
         pending, retried = list(range(len(jobs))), set()
         while pending:
-            submitted = {self.pool.submit(_evaluate, *jobs[i]): i for i in pending}
+            submitted = {self.pool.submit(self.evaluate, *jobs[i]): i for i in pending}
             broken = []
             for fut in futures.as_completed(submitted):
                 i = submitted[fut]
@@ -172,9 +186,7 @@ class Pool:
                 self._new()
             for i in broken:
                 if i in retried:
-                    _, (M, N, K), cfg, _, _ = jobs[i]
-                    on_result(jobs[i], {"M": M, "N": N, "K": K, "config": cfg,
-                                        "error": "worker died (CUDA fault?) twice"})
+                    on_result(jobs[i], self.died(jobs[i], "worker died (CUDA fault?) twice"))
             pending = [i for i in broken if i not in retried]
             retried.update(pending)
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import schedules
-from steps import cli, crosscheck, cublas, harness, ladder, nvcc, sweep
+from steps import bench, cli, crosscheck, cublas, harness, ladder, nvcc, sweep
 
 from .checks import one_line_error
 
@@ -39,12 +39,15 @@ HONOURED = {
                      {"--save", "--build-only", "--explain", "--compare", "--tf32"}),
     "steps.crosscheck": ({"--sizes", "--shape", "--repeat", "--arch", "--save", "--steps", "--calls"},
                          {"--seed", "--build-only", "--explain", "--compare"}),
+    "steps.bench": ({"--steps", "--references", "--class", "--shapes", "--repeat", "--arch", "--seed", "--workers",
+                     "--save", "--check-only", "--build-only", "--list"},
+                    {"--sizes", "--shape", "--explain", "--compare", "--results-dir", "--shape-set"}),
 }
 
 
 def _help_of(prog, capsys) -> str:
     mains = {"steps.step4": lambda argv: cli.main(4, argv), "steps": ladder.main, "steps.sweep": sweep.main,
-             "steps.cublas": cublas.main, "steps.crosscheck": crosscheck.main}
+             "steps.cublas": cublas.main, "steps.crosscheck": crosscheck.main, "steps.bench": bench.main}
     with pytest.raises(SystemExit) as done:
         mains[prog](["--help"])
     assert done.value.code == 0

@@ -19,6 +19,7 @@ COMMANDS = [
     ["steps", "--build-only", "--steps", "1", "--sizes", "64"],
     ["steps.sweep", "--step", "7", "--sizes", "1024", "--dry-run"],
     ["steps.table"],
+    ["steps.bench", "--list"],
 ]
 
 # steps.cublas prints only with a GPU and CuPy: run its main with the harness faked.

@@ -109,6 +109,8 @@ def test_readme_tables_match_committed_results():
     assert inside == table.render().strip(), "README table is stale: run python -m steps.table --readme"
     check = text.split(table.CHECK_BEGIN, 1)[1].split(table.CHECK_END, 1)[0].strip()
     assert check == table.render_crosscheck().strip(), "README cross-check is stale: python -m steps.table --readme"
+    shapes = text.split(table.SHAPES_BEGIN, 1)[1].split(table.SHAPES_END, 1)[0].strip()
+    assert shapes == table.render_shapes().strip(), "README shape block is stale: python -m steps.table --readme"
 
 
 @pytest.mark.parametrize("slug", ["nvidia-h200"])

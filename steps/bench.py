@@ -1,0 +1,742 @@
+"""python -m steps.bench: the final CUDA-core step against cuBLAS over the published shape set.
+
+    python -m steps.bench                           # the final fp32 CUDA-core step and cuBLAS fp32, every shape
+    python -m steps.bench --steps 10,11 --class odd,k-heavy
+    python -m steps.bench --shapes 1000x1500x700,64x2048x2048   # ad-hoc shapes, beside or instead of classes
+    python -m steps.bench --save                    # results/<gpu>/shapes.json, shapes.csv, shapes.png, README
+    python -m steps.bench --steps all --check-only  # every step correct on every shape; nothing timed
+    python -m steps.bench --build-only              # anywhere: build every kernel, report its resources
+    python -m steps.bench --list                    # the shape set: classes, why, shapes
+
+The shapes are ``bench/shapes.toml`` (steps/shapeset.py). By default the run times the final
+step that computes in fp32 on CUDA cores (the registry's highest such step) and cuBLAS strict
+fp32, and prints per shape TFLOPS and the step's ratio to cuBLAS, then per class and over the
+whole set the geometric mean of that ratio and the worst shape. The method is the ladder's
+(steps/harness.py): fresh random inputs, C poisoned with NaN, ‖C − C_ref‖/‖C_ref‖ ≤ 1e-5
+against float64, then kernel time (time_evaluator for TVM kernels, a replayed CUDA graph for
+cuBLAS) guarded against host-bound readings (†; a ratio involving one is left out of the
+geometric means and said so).
+
+Worker processes (``--workers``, default the CPU count up to 12) build and load the kernels in
+parallel; one at a time holds the GPU, for its float64 reference, the check and the timing,
+so timings never overlap and no BLAS threads compete with one. A kernel that faults costs
+that kernel: its worker is replaced (steps/sweep.py's Pool). A failed shape is reported, the
+run goes on, and the exit code is 1; ``--save`` then writes nothing. Bad input (a class, a
+shape, a step, a broken shapes file, no GPU) prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import schedules
+from schedules import ConfigError
+
+from . import cli, harness, ladder, nvcc, references, results, shapeset, sweep
+
+PROG = "python -m steps.bench"
+SCHEMA = "shapes-1"
+BASELINE = references.CUBLAS.key
+JSON_NAME, CSV_NAME, PLOT_NAME = "shapes.json", "shapes.csv", "shapes.png"
+BAR = 0.9  # issue 13: the final CUDA-core step at >= 0.9x cuBLAS fp32 on every shape; those below are listed
+
+
+# --- which steps -------------------------------------------------------------------------------
+
+
+def cuda_core_fp32(step) -> bool:
+    """Whether a step computes in fp32 on CUDA cores. A step module that does not says so:
+    ``TENSOR_CORES = True`` (mma.sync) or ``PRECISION = "tf32"``; steps 1-10 set neither."""
+    module = step.module
+    return getattr(module, "PRECISION", "fp32") == "fp32" and not getattr(module, "TENSOR_CORES", False)
+
+
+def final_fp32_step(steps=None):
+    """The highest-numbered step that computes in fp32 on CUDA cores: the default of a run."""
+    eligible = [s for s in (schedules.STEPS if steps is None else steps) if cuda_core_fp32(s)]
+    if not eligible:
+        raise ConfigError("no step computes in fp32 on CUDA cores; give --steps")
+    return max(eligible, key=lambda s: s.number)
+
+
+def step_tolerance(step) -> float:
+    """The bound a step's result is checked against: fp32's 1e-5, unless the step module sets
+    its own labelled ``TOLERANCE`` (a reduced-precision rung)."""
+    return getattr(step.module, "TOLERANCE", harness.TOLERANCE)
+
+
+def step_key(step) -> str:
+    return f"step{step.number}"
+
+
+# --- arguments --------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    p = cli.new_parser(PROG, __doc__.strip())
+    p.add_argument("--steps", type=ladder.parse_steps, action="append", default=None, metavar="RANGE",
+                   help="which steps: 11, 10,11, 7-11 or all (repeatable; default: the final fp32 CUDA-core "
+                        f"step, {final_fp32_step().number} here)")
+    p.add_argument("--references", type=lambda text: references.keys_arg(text, allow_none=True), default=None,
+                   metavar="KEYS", help=f"reference rows: cublas (default; the ratio's baseline), all, none, or "
+                                        f"a comma list of {', '.join(references.BY_KEY)}")
+    p.add_argument("--class", dest="classes", action="append", default=None, metavar="NAMES",
+                   help="only these classes of the shape set, a comma list (repeatable; --list names them)")
+    p.add_argument("--shapes", action="append", default=None, metavar="MxNxK,...",
+                   help="ad-hoc shapes, e.g. 1000x1500x700,64x2048x2048 (repeatable); without --class, only these")
+    cli.add_repeat_option(p)
+    cli.add_arch_option(p)
+    cli.add_seed_option(p)
+    p.add_argument("--workers", type=cli._positive, default=sweep.default_workers(),
+                   help=f"build processes (default: the CPU count, at most {sweep.MAX_WORKERS}; "
+                        f"{sweep.default_workers()} here)")
+    p.add_argument("--save", action="store_true",
+                   help=f"write results/<gpu>/{JSON_NAME}, {CSV_NAME}, {PLOT_NAME} and the README block "
+                        "(the whole set, every shape passed; needs a GPU)")
+    p.add_argument("--check-only", action="store_true",
+                   help="check every kernel against float64 and time none (needs a GPU)")
+    p.add_argument("--build-only", action="store_true",
+                   help="build every kernel and report threads, shared memory, registers; no GPU needed")
+    p.add_argument("--list", action="store_true", help="print the shape set (classes, rationale, shapes) and stop")
+    p.add_argument("--shape-set", type=Path, default=shapeset.SHAPES_PATH, help=argparse.SUPPRESS)
+    p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
+    return p
+
+
+def check_options(args) -> None:
+    """Options that contradict each other, or that the mode would silently ignore."""
+    modes = [flag for flag, on in (("--save", args.save), ("--check-only", args.check_only),
+                                   ("--build-only", args.build_only), ("--list", args.list)) if on]
+    if len(modes) > 1:
+        raise cli.UsageError(f"{modes[0]} and {modes[1]} do different things; give one of them")
+    if args.save and (args.classes or args.shapes):
+        raise cli.UsageError("--save publishes the whole shape set; drop --class and --shapes")
+    if args.references is not None and (args.check_only or args.build_only or args.list):
+        raise cli.UsageError(f"--references are timed, and {modes[0]} times nothing; drop one of them")
+    if args.list and args.steps:
+        raise cli.UsageError("--list prints the shapes only; drop --steps")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One shape of a run and the class it belongs to."""
+
+    class_name: str
+    shape: tuple[int, int, int]
+
+
+def chosen_items(args, shape_set: shapeset.ShapeSet) -> list[Item]:
+    """The shapes a run covers: the chosen classes (all without --class or --shapes), then the
+    ad-hoc shapes (under their class when the set has them, else 'ad hoc'), without repeats."""
+    names = [n.strip() for text in args.classes or () for n in text.split(",") if n.strip()]
+    if args.classes and not names:
+        raise shapeset.ShapeSetError("--class needs a class name; --list names them")
+    items = []
+    if names or not args.shapes:
+        items = [Item(c, s) for c, s in (shape_set.select(names) if names else shape_set).shapes()]
+    for text in args.shapes or ():
+        for shape in shapeset.parse_shapes(text):
+            items.append(Item(shape_set.class_of(shape) or shapeset.AD_HOC, shape))
+    seen, out = set(), []
+    for item in items:
+        if item.shape not in seen:
+            seen.add(item.shape)
+            out.append(item)
+    return out
+
+
+def format_list(shape_set: shapeset.ShapeSet, items: list[Item]) -> str:
+    shown = {i.shape for i in items}
+    lines = [f"{shape_set.path.name}: {len(shape_set.shapes())} shapes in {len(shape_set.classes)} classes "
+             f"(sha256 {shape_set.sha256[:12]})"]
+    for c in shape_set.classes:
+        shapes = [s for s in c.shapes if s in shown]
+        if shapes:
+            lines += ["", f"{c.name} ({len(shapes)}): {c.rationale}",
+                      "  " + ", ".join(shapeset.shape_text(s) for s in shapes)]
+    ad_hoc = [i.shape for i in items if i.class_name == shapeset.AD_HOC]
+    if ad_hoc:
+        lines += ["", f"{shapeset.AD_HOC} ({len(ad_hoc)}): " + ", ".join(map(shapeset.shape_text, ad_hoc))]
+    return "\n".join(lines)
+
+
+@cli.quiet_broken_pipe
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        check_options(args)
+        shape_set = shapeset.load(args.shape_set)
+        items = chosen_items(args, shape_set)
+        if args.list:
+            print(format_list(shape_set, items))
+            return 0
+        steps = ladder.chosen_steps(args.steps) if args.steps else [final_fp32_step()]
+        refs = [references.CUBLAS] if args.references is None else args.references
+        if args.check_only or args.build_only:
+            refs = []
+        configs = {(s.number, i.shape): cli._checked_config(s, *i.shape) for s in steps for i in items}
+        arch = cli.pick_arch(PROG, args.arch, timing=not args.build_only)
+        if args.build_only:
+            return build_only(steps, items, configs, arch, args.workers)
+        if not harness.gpu_present():
+            raise cli.UsageError("no CUDA GPU found: --check-only and timing need one (--build-only builds without)")
+        for ref in refs:
+            if ref.builder is None and not harness.cublas_available():
+                raise cli.UsageError(f"{ref.label} needs CuPy and libcublas (pip install -e \".[cublas]\"); "
+                                     "or --references none")
+        return run(steps, refs, items, configs, arch, args, shape_set)
+    except (cli.UsageError, ConfigError, shapeset.ShapeSetError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return cli.EXIT_USAGE
+
+
+# --- worker processes -------------------------------------------------------------------------
+
+_poisoned = False  # in a worker: a CUDA fault has broken this process's context
+
+
+def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, tolerance: float, timed: bool) -> dict:
+    """One kernel in a pool worker: ``kind`` "step" (key: a step number), "tvm" (key: a
+    reference's "module:function" builder, config its argument), "cublas" (key: the reference
+    key) or "build" (build and nvcc only, no GPU). Returns Measurement.as_dict() (for "build":
+    the nvcc report and an error or None). The build, and the NVRTC compile that loading does,
+    run outside the GPU lock; the float64 reference, the check and the timing inside it."""
+    global _poisoned
+    if _poisoned:  # exit, so the pool replaces this process; the job is retried in a fresh one
+        os._exit(3)
+    M, N, K = shape
+    if kind == "build":
+        return _build_report(key, shape, config, arch)
+    lock = sweep._gpu_lock
+    if kind == "cublas":
+        with lock:
+            m = references.measure(references.BY_KEY[key], shape, None, arch, None, repeat, seed)
+        _poisoned = m.error is not None and not m.error.startswith("wrong result")
+        return m.as_dict()
+    m = harness.Measurement(M, N, K)
+    try:
+        lib = harness._build(key, M, N, K, arch, config)
+        func = lib["main"]
+    except Exception as exc:  # a valid config TVM or NVRTC could not compile: this kernel fails
+        m.error = f"build failed: {harness._one_line(exc)}"
+        return m.as_dict()
+    with lock:
+        try:
+            runner = harness.KernelRunner(repeat=repeat, seed=seed, isolate=False)
+            m.rel_err = runner.check(func, M, N, K)
+            if timed:
+                m.set_timing(runner.time(lib, M, N, K))
+        except Exception as exc:  # a load, launch or fault: CUDA's context here may be gone
+            m.error = harness._one_line(exc)
+            _poisoned = True
+            return m.as_dict()
+    return harness.check_error(m, tolerance).as_dict()
+
+
+def _build_report(number: int, shape, config, arch: str) -> dict:
+    try:
+        source = schedules.cuda_source(schedules.build(number, *shape, arch=arch, config=config))
+    except Exception as exc:
+        return {"report": None, "error": f"build failed: {harness._one_line(exc)}"}
+    report = nvcc.compile_report(source, arch) if nvcc.available() else None
+    if report is not None and not report.ok:
+        return {"report": report, "error": f"nvcc failed: {cli._last_line(report.log)}"}
+    return {"report": report, "error": None}
+
+
+def _died(job: tuple, why: str) -> dict:
+    kind, _, (M, N, K) = job[:3]
+    if kind == "build":
+        return {"report": None, "error": why}
+    return harness.Measurement(M, N, K, error=why).as_dict()
+
+
+def run_jobs(jobs: list[tuple], workers: int, on_result) -> None:
+    pool = sweep.Pool(max(1, min(workers, len(jobs))), evaluate=_job, died=_died)
+    try:
+        pool.run(jobs, on_result)
+    finally:
+        pool.close()
+
+
+# --- no GPU: build only ---------------------------------------------------------------------------
+
+
+def build_only(steps, items, configs, arch, workers: int) -> int:
+    started = time.monotonic()
+    jobs = [("build", s.number, i.shape, configs[(s.number, i.shape)], arch, 0, 0, 0.0, False)
+            for s in steps for i in items]
+    done: dict = {}
+    progress = ladder.Progress(len(jobs))
+
+    def on_result(job, res):
+        done[(job[1], job[2])] = res
+        progress.report(f"step {job[1]} {shapeset.shape_text(job[2])}", res["error"] or "built")
+
+    run_jobs(jobs, workers, on_result)
+    built = [ladder.Built(s, i.shape, configs[(s.number, i.shape)], done[(s.number, i.shape)]["report"],
+                          done[(s.number, i.shape)]["error"]) for s in steps for i in items]
+    print(ladder.format_build_summary(built, arch, nvcc.available()))
+    print(f"built {len(built)} kernels in {time.monotonic() - started:.1f} s with {min(workers, len(jobs))} workers")
+    return cli.EXIT_FAILED if any(b.error for b in built) else 0
+
+
+# --- GPU: check and time ------------------------------------------------------------------------
+
+
+@dataclass
+class Impl:
+    """One implementation of a run: a step or a reference row."""
+
+    key: str
+    label: str
+    step: object = None  # a schedules.Step, or None for a reference
+    ref: object = None  # a references.Reference, or None for a step
+
+    def as_dict(self) -> dict:
+        if self.step is not None:
+            return {"key": self.key, "label": self.label, "step": self.step.number, "name": self.step.name,
+                    "cuda_core_fp32": cuda_core_fp32(self.step), "tolerance": step_tolerance(self.step)}
+        return {"key": self.key, "label": self.label, "reference": True, "precision": self.ref.precision,
+                "tolerance": self.ref.tolerance}
+
+
+def implementations(steps, refs, gpu_name: str | None) -> list[Impl]:
+    return ([Impl(step_key(s), f"step {s.number} ({s.name})", step=s) for s in steps]
+            + [Impl(r.key, references.label(r, gpu_name), ref=r) for r in refs])
+
+
+def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name) -> tuple[list[tuple], list[str]]:
+    """The pool's jobs, shape by shape, and a note for each reference that has no row at some
+    shapes (one line per reference and reason)."""
+    import numpy as np
+
+    rng = np.random.default_rng(args.seed)  # one seed per job, drawn in a fixed order: reproducible
+    timed = not args.check_only
+    jobs, missing = [], {}
+    for item in items:
+        for impl in impls:
+            seed = int(rng.integers(2**63 - 1))
+            if impl.step is not None:
+                cfg = configs[(impl.step.number, item.shape)]
+                jobs.append(("step", impl.step.number, item.shape, cfg, arch, args.repeat, seed,
+                             step_tolerance(impl.step), timed))
+                continue
+            why_not = references.available(impl.ref, item.shape, gpu_name)
+            if why_not:
+                missing.setdefault((impl.label, why_not), []).append(shapeset.shape_text(item.shape))
+            elif impl.ref.builder is None:
+                jobs.append(("cublas", impl.key, item.shape, None, arch, args.repeat, seed, impl.ref.tolerance, timed))
+            else:
+                config = str(references.metaschedule_dir(gpu_name)) if impl.ref is references.METASCHEDULE else None
+                jobs.append(("tvm", impl.ref.builder, item.shape, config, arch, args.repeat, seed,
+                             impl.ref.tolerance, timed))
+    notes = [f"{label}: no row at {len(shapes)} shape{'s' if len(shapes) > 1 else ''} "
+             f"({', '.join(shapes[:3])}{', ...' if len(shapes) > 3 else ''}): {why}"
+             for (label, why), shapes in missing.items()]
+    return jobs, notes
+
+
+def _impl_of_job(job: tuple, impls: list[Impl]) -> Impl:
+    kind, key = job[0], job[1]
+    for impl in impls:
+        if (kind == "step" and impl.step is not None and impl.step.number == key) or \
+                (kind == "cublas" and impl.key == key) or \
+                (kind == "tvm" and impl.ref is not None and impl.ref.builder == key):
+            return impl
+    raise KeyError(job[:3])
+
+
+def run(steps, refs, items, configs, arch, args, shape_set) -> int:
+    env = harness.environment()
+    gpu_name = env.get("gpu")
+    impls = implementations(steps, refs, gpu_name)
+    mode = "checked, not timed" if args.check_only else f"median of {args.repeat} CUDA-event samples"
+    print(f"{PROG}: {', '.join(i.label for i in impls)} over {len(items)} shapes; {gpu_name} "
+          f"({env.get('sm_count')} SMs, driver {env.get('driver')}), TVM {env['tvm_version']}, arch {arch}, {mode}")
+    jobs, notes = jobs_for(impls, items, configs, arch, args, gpu_name)
+    for note in notes:
+        print(note, file=sys.stderr)
+    started = time.monotonic()
+    measured: dict = {}
+    progress = ladder.Progress(len(jobs))
+
+    def on_result(job, res):
+        impl = _impl_of_job(job, impls)
+        m = harness.Measurement(**res)
+        measured[(impl.key, job[2])] = m
+        outcome = ("ok" if args.check_only else f"{m.gflops / 1e3:.2f} TFLOPS") if m.ok else f"FAILED ({m.error})"
+        if m.ok and m.rel_err is not None:
+            outcome += f", rel err {m.rel_err:.1e}"
+        progress.report(f"{impl.label} {shapeset.shape_text(job[2])}", outcome)
+
+    run_jobs(jobs, args.workers, on_result)
+    env = harness.environment()  # again, now that the GPU is warm: clocks under load
+    doc = document(impls, items, configs, measured, env, args, shape_set)
+    print(format_report(doc))
+    failed = [r for r in doc["results"] if r.get("error")]
+    for r in failed:
+        print(f"FAILED {r['impl']} {shapeset.shape_text((r['M'], r['N'], r['K']))}: {r['error']}", file=sys.stderr)
+    if args.save:
+        if failed:
+            print(f"not saved: {len(failed)} kernel(s) failed", file=sys.stderr)
+        else:
+            save(doc, Path(args.results_dir))
+    print(f"{len(jobs)} kernels in {time.monotonic() - started:.0f} s with {min(args.workers, len(jobs))} workers",
+          file=sys.stderr)
+    return cli.EXIT_FAILED if failed else 0
+
+
+# --- the results document: results/<gpu>/shapes.json ---------------------------------------------
+
+
+def document(impls: list[Impl], items: list[Item], configs, measured: dict, env: dict, args, shape_set) -> dict:
+    """Every (shape, implementation) measured, with the environment, the method and the set.
+
+    Schema ``shapes-1``: {schema, environment, method, shape_set: {path, version, sha256,
+    complete, classes: [{name, rationale}]}, baseline, implementations: [{key, label, step |
+    reference, ...}], results: [{class, M, N, K, impl, config, median_ms, min_ms, max_ms,
+    gflops, rel_err, host_us, host_bound, error}]}. ``complete``: whether the run covered the
+    whole set, as --save requires."""
+    every = {s for _, s in shape_set.shapes()}
+    used = {i.class_name for i in items}
+    rows = []
+    for item in items:
+        for impl in impls:
+            m = measured.get((impl.key, item.shape))
+            if m is None:  # a reference with no row at this shape (said on stderr)
+                continue
+            config = configs[(impl.step.number, item.shape)].as_dict() if impl.step is not None else None
+            rows.append({"class": item.class_name, "M": m.M, "N": m.N, "K": m.K, "impl": impl.key, "config": config,
+                         "median_ms": m.median_ms, "min_ms": m.min_ms, "max_ms": m.max_ms, "gflops": m.gflops,
+                         "rel_err": m.rel_err, "host_us": m.host_us, "host_bound": m.host_bound, "error": m.error})
+    method = references.method(args.repeat)
+    method.update(tolerance=harness.TOLERANCE, timed=not args.check_only, seed=args.seed,
+                  check="fresh random inputs in [-1, 1), C poisoned with NaN, ||C - C_ref|| / ||C_ref|| "
+                        "against float64")
+    return {
+        "schema": SCHEMA,
+        "environment": env,
+        "method": method,
+        "shape_set": {
+            "path": _repo_path(shape_set.path), "version": shapeset.VERSION, "sha256": shape_set.sha256,
+            "complete": {i.shape for i in items} == every and len(items) == len(every),
+            "classes": [{"name": c.name, "rationale": c.rationale} for c in shape_set.classes if c.name in used]
+                       + ([{"name": shapeset.AD_HOC, "rationale": "shapes given with --shapes"}]
+                          if shapeset.AD_HOC in used else []),
+        },
+        "baseline": BASELINE,
+        "implementations": [impl.as_dict() for impl in impls],
+        "results": rows,
+    }
+
+
+def _repo_path(path: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(results.RESULTS_DIR.parent).as_posix()
+    except ValueError:
+        return str(path)
+
+
+class ShapesError(results.ResultsError):
+    """A shapes.json that does not follow its schema."""
+
+
+def validate(doc: dict) -> dict:
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ShapesError(f"not a {SCHEMA} document")
+    for key in ("environment", "method", "shape_set", "baseline", "implementations", "results"):
+        if key not in doc:
+            raise ShapesError(f"{SCHEMA} document lacks {key!r}")
+    if "gpu" not in doc["environment"] or "date" not in doc["environment"]:
+        raise ShapesError("environment must name the gpu and the date")
+    keys = {i.get("key") for i in doc["implementations"]}
+    if not doc["results"]:
+        raise ShapesError("no results")
+    for row in doc["results"]:
+        missing = [k for k in ("class", "M", "N", "K", "impl", "gflops", "rel_err", "host_bound", "error") if k not in row]
+        if missing:
+            raise ShapesError(f"result row lacks {', '.join(missing)}")
+        if row["impl"] not in keys:
+            raise ShapesError(f"result row of unknown implementation {row['impl']!r}")
+    return doc
+
+
+def load(gpu_dir: Path) -> dict | None:
+    """results/<gpu>/shapes.json, validated; None when absent."""
+    import json
+
+    path = Path(gpu_dir) / JSON_NAME
+    if not path.exists():
+        return None
+    return validate(json.loads(path.read_text()))
+
+
+# --- reading a document: ratios, geometric means, worst shapes -------------------------------------
+
+
+def _shape(row: dict) -> tuple[int, int, int]:
+    return row["M"], row["N"], row["K"]
+
+
+def rows_by(doc: dict) -> dict:
+    return {(r["impl"], _shape(r)): r for r in doc["results"]}
+
+
+def shapes_in_order(doc: dict) -> list[tuple[str, tuple[int, int, int]]]:
+    """(class, shape) in the document's order, once each."""
+    seen: dict = {}
+    for r in doc["results"]:
+        seen.setdefault(_shape(r), r["class"])
+    return [(c, s) for s, c in seen.items()]
+
+
+def ratio(doc: dict, impl: str, shape, index: dict | None = None) -> tuple[float | None, str | None]:
+    """impl's TFLOPS over the baseline's at `shape`, and why not when there is none to compare:
+    a failed or missing row, or a host-bound timing on either side."""
+    index = rows_by(doc) if index is None else index
+    mine, base = index.get((impl, tuple(shape))), index.get((doc["baseline"], tuple(shape)))
+    if mine is None or mine.get("error"):
+        return None, "failed" if mine is not None else "missing"
+    if base is None or base.get("error"):
+        return None, "no baseline"
+    if not mine.get("gflops") or not base.get("gflops"):
+        return None, "not timed"
+    if mine.get("host_bound") or base.get("host_bound"):
+        return mine["gflops"] / base["gflops"], "host-bound"
+    return mine["gflops"] / base["gflops"], None
+
+
+@dataclass
+class ClassSummary:
+    """One class (or the whole run): the geometric mean of the ratios that compare kernel
+    time, and the worst shape among them."""
+
+    name: str
+    shapes: int = 0
+    ratios: list = field(default_factory=list)  # (shape, ratio), comparable ones
+    host_bound: list = field(default_factory=list)  # shapes whose ratio is left out: †
+    failed: list = field(default_factory=list)  # shapes where the implementation failed
+
+    @property
+    def geomean(self) -> float | None:
+        if not self.ratios:
+            return None
+        return math.exp(sum(math.log(r) for _, r in self.ratios) / len(self.ratios))
+
+    @property
+    def worst(self) -> tuple | None:
+        return min(self.ratios, key=lambda sr: sr[1]) if self.ratios else None
+
+
+ALL = "all"
+
+
+def summarize(doc: dict, impl: str) -> list[ClassSummary]:
+    """Per class in the document's order, then ALL over every shape."""
+    index = rows_by(doc)
+    by_class: dict[str, ClassSummary] = {}
+    overall = ClassSummary(ALL)
+    for class_name, shape in shapes_in_order(doc):
+        for summary in (by_class.setdefault(class_name, ClassSummary(class_name)), overall):
+            summary.shapes += 1
+            value, why = ratio(doc, impl, shape, index)
+            if why is None:
+                summary.ratios.append((shape, value))
+            elif why == "host-bound":
+                summary.host_bound.append(shape)
+            elif why == "failed":
+                summary.failed.append(shape)
+    return list(by_class.values()) + [overall]
+
+
+def below_bar(doc: dict, impl: str, bar: float = BAR) -> list[tuple]:
+    """(class, shape, ratio) of every shape where impl's kernel-time ratio is below `bar`, worst first."""
+    index = rows_by(doc)
+    out = []
+    for class_name, shape in shapes_in_order(doc):
+        value, why = ratio(doc, impl, shape, index)
+        if why is None and value < bar:
+            out.append((class_name, shape, value))
+    return sorted(out, key=lambda item: item[2])
+
+
+def step_impls(doc: dict) -> list[dict]:
+    return [i for i in doc["implementations"] if "step" in i]
+
+
+def max_rel_err(doc: dict, impl: str) -> float | None:
+    errors = [r["rel_err"] for r in doc["results"] if r["impl"] == impl and r["rel_err"] is not None]
+    return max(errors) if errors else None
+
+
+# --- the text report -------------------------------------------------------------------------------
+
+
+def _tflops_cell(row: dict | None) -> str:
+    if row is None:
+        return "-"
+    if row.get("error"):
+        return "FAILED"
+    if not row.get("gflops"):
+        return "ok" if row.get("rel_err") is not None else "-"
+    return f"{row['gflops'] / 1e3:.2f}" + (cli.HOST_MARK if row.get("host_bound") else "")
+
+
+def _ratio_cell(value: float | None, why: str | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" + (f"({cli.HOST_MARK})" if why == "host-bound" else "")
+
+
+SHORT = {"cublas": "cuBLAS", "cublas_tf32": "cuBLAS TF32", "dlight": "dlight", "metaschedule": "MetaSched."}
+
+
+def _short(impl: dict) -> str:
+    """A column header: 'step 10', 'cuBLAS'."""
+    return f"step {impl['step']}" if "step" in impl else SHORT.get(impl["key"], impl["key"])
+
+
+def format_report(doc: dict) -> str:
+    """Per shape, grouped by class: each implementation's TFLOPS (or ok / FAILED when only
+    checked) and each step's ratio to the baseline; then the summary per step."""
+    index = rows_by(doc)
+    impls = doc["implementations"]
+    timed = doc["method"].get("timed", True)
+    base = doc["baseline"]
+    has_base = any(i["key"] == base for i in impls)
+    columns = []  # (header, cell function)
+    for impl in impls:
+        columns.append((_short(impl),
+                        lambda shape, k=impl["key"]: _tflops_cell(index.get((k, shape)))))
+        if timed and has_base and impl["key"] != base:
+            columns.append(("x cuBLAS", lambda shape, k=impl["key"]: _ratio_cell(*ratio(doc, k, shape, index))))
+    shape_width = max([len(shapeset.shape_text(s)) for _, s in shapes_in_order(doc)] + [5])
+    widths = [max(len(h), 9) for h, _ in columns]
+    unit = "TFLOPS" if timed else "check"
+    lines = [f"{'':<{shape_width}}" + "".join(f"  {h:>{w}}" for (h, _), w in zip(columns, widths)),
+             f"{'shape':<{shape_width}}" + "".join(f"  {(unit if h != 'x cuBLAS' else ''):>{w}}"
+                                                   for (h, _), w in zip(columns, widths))]
+    rule = "-" * len(lines[0])
+    lines.append(rule)
+    last = None
+    for class_name, shape in shapes_in_order(doc):
+        if class_name != last:
+            lines.append(f"[{class_name}]")
+            last = class_name
+        lines.append(f"{shapeset.shape_text(shape):<{shape_width}}"
+                     + "".join(f"  {cell(shape):>{w}}" for (_, cell), w in zip(columns, widths)))
+    lines.append(rule)
+    legend = [f"{_short(i)}: {i['label']}" for i in impls]
+    lines.append("; ".join(legend))
+    for impl in step_impls(doc):
+        err = max_rel_err(doc, impl["key"])
+        failed = sum(1 for r in doc["results"] if r["impl"] == impl["key"] and r.get("error"))
+        verdict = f"{failed} of the shapes FAILED" if failed else "every shape passed"
+        lines.append(f"step {impl['step']}: {verdict}; largest relative error "
+                     f"{'-' if err is None else f'{err:.1e}'} (bound {impl['tolerance']:g})")
+    if timed and has_base:
+        for impl in step_impls(doc):
+            lines += ["", format_summary(doc, impl)]
+    if any(r.get("host_bound") for r in doc["results"]):
+        lines.append(cli.HOST_LEGEND + "; a ratio with † is left out of the geometric means")
+    return "\n".join(lines)
+
+
+def format_summary(doc: dict, impl: dict) -> str:
+    base_label = next(i["label"] for i in doc["implementations"] if i["key"] == doc["baseline"])
+    stats = summarize(doc, impl["key"])
+    width = max(len(s.name) for s in stats)
+    lines = [f"step {impl['step']} ({impl['name']}) against {base_label}: geometric mean of the ratio, and the "
+             "worst shape, per class",
+             f"{'class':<{width}}  {'shapes':>6}  {'geomean':>7}  worst"]
+    for s in stats:
+        worst = f"{shapeset.shape_text(s.worst[0])} {s.worst[1]:.2f}x" if s.worst else "-"
+        if s.name == ALL and s.worst:
+            worst += f" ({dict((sh, c) for c, sh in shapes_in_order(doc))[s.worst[0]]})"
+        notes = []
+        if s.host_bound:
+            notes.append(f"{len(s.host_bound)} host-bound left out")
+        if s.failed:
+            notes.append(f"{len(s.failed)} failed")
+        geomean = f"{s.geomean:.2f}x" if s.geomean else "-"
+        lines.append(f"{s.name:<{width}}  {s.shapes:>6}  {geomean:>7}  {worst}" + (f"  ({'; '.join(notes)})" if notes else ""))
+    low = below_bar(doc, impl["key"])
+    lines.append(f"below {BAR:g}x cuBLAS: " + (", ".join(f"{shapeset.shape_text(s)} {r:.2f}x ({c})" for c, s, r in low)
+                                              if low else "none"))
+    return "\n".join(lines)
+
+
+# --- --save: shapes.json, shapes.csv, shapes.png, the README block ---------------------------------
+
+CSV_FIELDS = ("gpu", "class", "M", "N", "K", "impl", "label", "gflops", "median_ms", "min_ms", "max_ms",
+              "host_us", "host_bound", "rel_err", "cublas_gflops", "ratio_to_cublas", "config", "date")
+
+
+def shapes_csv(doc: dict) -> str:
+    """One line per shape and implementation: the flat view of shapes.json."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    index = rows_by(doc)
+    labels = {i["key"]: i["label"] for i in doc["implementations"]}
+    for r in doc["results"]:
+        base = index.get((doc["baseline"], _shape(r)))
+        value, _ = ratio(doc, r["impl"], _shape(r), index) if r["impl"] != doc["baseline"] else (None, None)
+        writer.writerow({
+            "gpu": doc["environment"]["gpu"], "class": r["class"], "M": r["M"], "N": r["N"], "K": r["K"],
+            "impl": r["impl"], "label": labels[r["impl"]], "gflops": _num(r["gflops"]),
+            "median_ms": _num(r.get("median_ms")), "min_ms": _num(r.get("min_ms")), "max_ms": _num(r.get("max_ms")),
+            "host_us": _num(r.get("host_us")), "host_bound": "" if r.get("host_bound") is None else int(r["host_bound"]),
+            "rel_err": _num(r["rel_err"]), "cublas_gflops": _num(base and base.get("gflops")),
+            "ratio_to_cublas": _num(value),
+            "config": " ".join(f"{k}={v}" for k, v in (r.get("config") or {}).items()),
+            "date": doc["environment"]["date"],
+        })
+    return out.getvalue()
+
+
+def dumps(doc: dict) -> str:
+    """The document as JSON, one line per result row: a third of the size of indent=2 for a
+    file the repository keeps, and still one diff line per changed measurement."""
+    import json
+
+    head = json.dumps({k: v for k, v in doc.items() if k != "results"}, indent=2)
+    rows = ",\n".join("    " + json.dumps(r) for r in doc["results"])
+    return head[:-2] + ',\n  "results": [\n' + rows + "\n  ]\n}\n"
+
+
+def _num(value) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def save(doc: dict, results_dir: Path) -> None:
+    """shapes.json and shapes.csv (each whole or not at all), then the plot and the README."""
+    from . import plot, table
+
+    validate(doc)
+    gpu_dir = Path(results_dir) / results.gpu_slug(doc["environment"]["gpu"])
+    results.write_text_atomic(gpu_dir / JSON_NAME, dumps(doc))
+    print(f"saved {gpu_dir / JSON_NAME}")
+    results.write_text_atomic(gpu_dir / CSV_NAME, shapes_csv(doc))
+    print(f"saved {gpu_dir / CSV_NAME}")
+    try:  # the measurements are saved by now; a plotting problem must not hide that
+        line = plot.render_shapes(gpu_dir)
+    except Exception as exc:
+        print(f"{PLOT_NAME} not rendered: {harness._one_line(exc)} (retry: python -m steps.plot)", file=sys.stderr)
+    else:
+        print(line)
+    if Path(results_dir).resolve() == results.RESULTS_DIR.resolve():
+        print("README.md updated" if table.update_readme() else "README.md already up to date")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

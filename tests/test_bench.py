@@ -1,0 +1,530 @@
+"""The shape benchmark without a GPU: the committed shape set, its loader, the CLI's errors,
+the report (per shape, geometric mean and worst shape per class), the saved files, the plot
+and the README block, from fake measurements. On a GPU: tests/test_gpu_bench.py."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import schedules
+from steps import bench, cli, harness, plot, references, shapeset, sweep, table
+
+from .checks import one_line_error
+
+NO_GPU = not harness.gpu_present()
+CLASSES = {"square", "tall-skinny", "short-wide", "k-heavy", "k-light", "odd", "degenerate"}
+
+
+@pytest.fixture(scope="module")
+def shape_set():
+    return shapeset.load()
+
+
+def run(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "steps.bench", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# --- the committed set ---------------------------------------------------------------------------
+
+
+def test_the_set_has_every_class_dozens_of_shapes_and_a_rationale_each(shape_set):
+    assert set(shape_set.names) == CLASSES
+    assert 36 <= len(shape_set.shapes()) <= 48
+    for c in shape_set.classes:
+        assert len(c.rationale) > 80, c.name
+        assert len(c.shapes) >= 5, c.name
+
+
+def test_every_shape_is_within_the_limits(shape_set):
+    for _, (M, N, K) in shape_set.shapes():
+        for rows, cols in ((M, K), (K, N), (M, N)):
+            assert rows * cols < 2**31
+        assert 4 * (M * K + K * N + M * N) <= 2**30
+
+
+def _is_prime(n: int) -> bool:
+    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))
+
+
+def test_each_class_holds_what_its_name_says(shape_set):
+    by = {c.name: c.shapes for c in shape_set.classes}
+    squares = {M for M, N, K in by["square"] if M == N == K}
+    assert squares == {M for M, _, _ in by["square"]}
+    assert {256, 512, 768, 1024, 1536, 2048, 3072, 4096} <= squares
+    for M, N, K in by["tall-skinny"]:
+        assert 16 <= N <= 128 and 1024 <= M <= 8192 and 1024 <= K <= 8192
+    for M, N, K in by["short-wide"]:
+        assert 16 <= M <= 128 and 1024 <= N <= 8192 and 1024 <= K <= 8192
+    assert (256, 256, 16384) in by["k-heavy"]
+    for M, N, K in by["k-heavy"]:
+        assert K >= 8192 and M * N <= 512 * 512
+    assert (4096, 4096, 64) in by["k-light"]
+    for M, N, K in by["k-light"]:
+        assert K <= 256 and M * N >= 2048 * 2048
+    assert any(all(_is_prime(n) for n in s) for s in by["odd"])
+    assert all(any(n % 2 for n in s) or any(n % 64 for n in s) for s in by["odd"])
+    degenerate = by["degenerate"]
+    assert any(M == 1 for M, _, _ in degenerate) and any(N == 1 for _, N, _ in degenerate)
+
+
+def test_every_step_has_a_valid_config_for_every_shape(shape_set):
+    """The set is runnable: no shape is rejected by a step's config before anything builds."""
+    for step in schedules.STEPS:
+        for _, shape in shape_set.shapes():
+            cli._checked_config(step, *shape)
+
+
+# --- the loader ----------------------------------------------------------------------------------
+
+GOOD = 'version = 1\n[[class]]\nname = "a"\nrationale = "why"\nshapes = [[1, 2, 3], [4, 5, 6]]\n'
+
+
+def test_the_loader_reads_a_good_file(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(GOOD)
+    s = shapeset.load(path)
+    assert s.names == ["a"] and s.classes[0].shapes == ((1, 2, 3), (4, 5, 6))
+    assert s.class_of((4, 5, 6)) == "a" and s.class_of((9, 9, 9)) is None
+    assert len(s.sha256) == 64
+
+
+@pytest.mark.parametrize("text, words", [
+    ("version = 1\n[[class]\n", ["not TOML"]),
+    ("[[class]]\nname='a'\nrationale='r'\nshapes=[[1,2,3]]\n", ["version"]),
+    ("version = 2\n", ["version must be 1"]),
+    ("version = 1\n", ["no [[class]]"]),
+    ("version = 1\nextra = 3\n", ["unknown top-level key 'extra'"]),
+    (GOOD.replace('name = "a"', 'name = "A b"'), ["name must be"]),
+    (GOOD.replace('rationale = "why"', 'rationale = " "'), ["rationale"]),
+    (GOOD.replace('rationale = "why"\n', ''), ["rationale"]),
+    (GOOD + 'colour = "red"\n', ["unknown key 'colour'"]),
+    (GOOD.replace("[[1, 2, 3], [4, 5, 6]]", "[]"), ["non-empty list"]),
+    (GOOD.replace("[1, 2, 3]", "[1, 2]"), ["shape 1", "[M, N, K]"]),
+    (GOOD.replace("[1, 2, 3]", "[0, 2, 3]"), ["shape 1", "M must be a positive integer"]),
+    (GOOD.replace("[1, 2, 3]", "[1, 2.5, 3]"), ["N must be a positive integer"]),
+    (GOOD.replace("[1, 2, 3]", "[1, true, 3]"), ["N must be a positive integer"]),
+    (GOOD.replace("[1, 2, 3]", "[65536, 65536, 1]"), ["C has 4294967296 elements", "2^31"]),
+    (GOOD.replace("[1, 2, 3]", "[16384, 16384, 2048]"), ["GiB"]),
+    (GOOD.replace("[4, 5, 6]", "[1, 2, 3]"), ["1x2x3 is already in class 'a'"]),
+    (GOOD + GOOD.replace("version = 1\n", "").replace("[1, 2, 3], ", ""), ["a second class"]),
+])
+def test_the_loader_rejects_a_bad_file_with_one_line(text, words):
+    with pytest.raises(shapeset.ShapeSetError) as info:
+        shapeset.parse(text, Path("bad.toml"))
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("bad.toml:")
+    for word in words:
+        assert word in message, message
+
+
+def test_an_unreadable_file_is_one_line(tmp_path):
+    with pytest.raises(shapeset.ShapeSetError, match="cannot read"):
+        shapeset.load(tmp_path / "missing.toml")
+
+
+def test_ad_hoc_shapes():
+    assert shapeset.parse_shapes("1000x1500x700, 64×2048×2048,1000x1500x700") == [(1000, 1500, 700), (64, 2048, 2048)]
+    for bad in ("12x3", "axbxc", "1x2x3x4", "0x1x1", ""):
+        with pytest.raises(shapeset.ShapeSetError):
+            shapeset.parse_shapes(bad)
+
+
+# --- which steps ---------------------------------------------------------------------------------
+
+
+def _fake_step(number, **marks):
+    return SimpleNamespace(number=number, module=SimpleNamespace(**marks))
+
+
+def test_the_default_is_the_final_fp32_cuda_core_step():
+    assert bench.final_fp32_step() is max(
+        (s for s in schedules.STEPS if bench.cuda_core_fp32(s)), key=lambda s: s.number)
+    assert bench.final_fp32_step().number >= 10
+    fake = [_fake_step(10), _fake_step(11), _fake_step(12, TENSOR_CORES=True, PRECISION="tf32"),
+            _fake_step(14, TENSOR_CORES=True), _fake_step(13, PRECISION="tf32")]
+    assert bench.final_fp32_step(fake).number == 11
+    with pytest.raises(schedules.ConfigError):
+        bench.final_fp32_step([_fake_step(12, TENSOR_CORES=True)])
+    assert bench.step_tolerance(_fake_step(12, TOLERANCE=5e-3)) == 5e-3
+    assert bench.step_tolerance(_fake_step(10)) == harness.TOLERANCE
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--class", "nope"], ["unknown class 'nope'", "square"]),
+    (["--class", ","], ["--class needs a class name"]),
+    (["--shapes", "12x3"], ["cannot read shape"]),
+    (["--shapes", "0x2x3"], ["0x2x3", "positive"]),
+    (["--shapes", "70000x70000x1"], ["2^31"]),
+    (["--steps", "99"], ["unknown step 99"]),
+    (["--repeat", "0"], ["--repeat"]),
+    (["--seed", "-1"], ["--seed"]),
+    (["--workers", "0"], ["--workers"]),
+    (["--arch", "sm_75"], ["unknown arch"]),
+    (["--references", "nope"], ["unknown reference"]),
+    (["--save", "--class", "odd"], ["--save publishes the whole shape set"]),
+    (["--save", "--shapes", "64x64x64"], ["--save publishes the whole shape set"]),
+    (["--check-only", "--build-only"], ["give one of them"]),
+    (["--save", "--check-only"], ["give one of them"]),
+    (["--check-only", "--references", "cublas"], ["--references are timed"]),
+    (["--list", "--steps", "10"], ["--list prints the shapes only"]),
+    (["--bogus"], ["unrecognized arguments"]),
+])
+def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
+    assert bench.main(args) == 2
+    one_line_error(capsys.readouterr().err, "steps.bench", *words)
+
+
+def test_a_broken_shapes_file_is_one_line_and_exit_2(tmp_path, capsys):
+    path = tmp_path / "shapes.toml"
+    path.write_text(GOOD.replace("[1, 2, 3]", "[1, 2, 0]"))
+    assert bench.main(["--shape-set", str(path), "--list"]) == 2
+    one_line_error(capsys.readouterr().err, "steps.bench", "shapes.toml", "class 'a'", "K must be")
+
+
+@pytest.mark.skipif(not NO_GPU, reason="a CUDA GPU is present: the no-GPU error cannot happen here")
+@pytest.mark.parametrize("args", [[], ["--check-only", "--steps", "all"], ["--save"]])
+def test_without_a_gpu_a_run_is_one_line_and_exit_2(args):
+    proc = run(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    one_line_error(proc.stderr, "steps.bench", "no CUDA GPU found", "--build-only")
+
+
+def test_list_prints_the_classes_and_their_shapes(capsys, shape_set):
+    assert bench.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(shape_set.shapes())} shapes in {len(shape_set.classes)} classes" in out
+    for c in shape_set.classes:
+        assert f"{c.name} ({len(c.shapes)}): " in out
+    assert "1x4096x4096" in out and "4096x1x4096" in out
+    assert bench.main(["--list", "--class", "odd", "--shapes", "7x7x7"]) == 0
+    out = capsys.readouterr().out
+    assert "odd (8)" in out and "square" not in out and "ad hoc (1): 7x7x7" in out
+
+
+def test_help_lists_the_options(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--help"])
+    out = capsys.readouterr().out
+    for flag in ("--steps", "--references", "--class", "--shapes", "--repeat", "--seed", "--arch", "--workers",
+                 "--save", "--check-only", "--build-only", "--list"):
+        assert flag in out
+    assert "--results-dir" not in out and "--shape-set" not in out
+
+
+def test_chosen_items(shape_set):
+    def items(*argv):
+        return bench.chosen_items(bench.parser().parse_args(list(argv)), shape_set)
+
+    assert [i.shape for i in items()] == [s for _, s in shape_set.shapes()]
+    odd = items("--class", "odd")
+    assert {i.class_name for i in odd} == {"odd"} and len(odd) == 8
+    both = items("--class", "k-light,odd", "--shapes", "7x7x7,2047x2047x2047")
+    assert [i.class_name for i in both[-1:]] == ["ad hoc"] and len(both) == 5 + 8 + 1
+    only = items("--shapes", "1x4096x4096,7x7x7")
+    assert [(i.class_name, i.shape) for i in only] == [("degenerate", (1, 4096, 4096)), ("ad hoc", (7, 7, 7))]
+
+
+def test_build_only_builds_in_parallel_workers():
+    proc = run("--build-only", "--steps", "1,10", "--shapes", "33x65x129,1x256x256", "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "built 4 kernels" in proc.stdout and "with 2 workers" in proc.stdout
+    assert "10. unroll + tuning" in proc.stdout and "1x256x256" in proc.stdout
+    assert "FAILED" not in proc.stdout
+
+
+# --- the pool: a worker that dies holding the GPU lock ------------------------------------------
+
+
+def die_holding_the_lock(number: int, marker: str) -> dict:
+    """A pool job: number 0 exits the first time while it holds the GPU lock, as a worker does
+    after a CUDA fault; its retry, and every other job, then need the lock too."""
+    with sweep._gpu_lock:
+        if number == 0 and not os.path.exists(marker):
+            Path(marker).touch()
+            os._exit(3)
+    return {"number": number}
+
+
+def test_a_worker_that_dies_holding_the_lock_does_not_stall_the_pool(tmp_path):
+    import threading
+
+    done = {}
+    pool = sweep.Pool(2, evaluate=die_holding_the_lock, died=lambda job, why: {"number": job[0], "error": why})
+    jobs = [(n, str(tmp_path / "died")) for n in range(4)]
+    runner = threading.Thread(target=pool.run, args=(jobs, lambda job, res: done.setdefault(job[0], res)),
+                              daemon=True)
+    runner.start()
+    runner.join(120)
+    stalled = runner.is_alive()
+    if not stalled:
+        pool.close()
+    assert not stalled, "the retried jobs waited forever on the lock the dead worker held"
+    assert (tmp_path / "died").exists()
+    assert [done[n] for n in range(4)] == [{"number": n} for n in range(4)]
+
+
+# --- a run with fake measurements: the report, the files, the README ------------------------------
+
+FAKE_ENV = {"gpu": "Fake GPU 80GB", "date": "2026-11-23T10:00:00+00:00", "tvm_version": "0.27", "sm_count": 132,
+            "driver": "580"}
+
+
+def _fake_gflops(kind, shape):
+    """cuBLAS 40 TFLOPS; step 9 half of it; step 10 0.8x, 1.25x at squares; 33x65x129 host-bound."""
+    M, N, K = shape
+    if kind == "cublas":
+        return 40000.0
+    if kind == 9:
+        return 20000.0
+    return 50000.0 if M == N == K else 32000.0
+
+
+def fake_jobs(failing=()):
+    def run_jobs(jobs, workers, on_result):
+        for job in jobs:
+            kind, key, shape = job[:3]
+            M, N, K = shape
+            gflops = _fake_gflops("cublas" if kind == "cublas" else key, shape)
+            ms = 2 * M * N * K / gflops / 1e6
+            bound = shape == (33, 65, 129)
+            res = dict(M=M, N=N, K=K, median_ms=ms, min_ms=ms, max_ms=ms, gflops=gflops,
+                       rel_err=2e-7 if kind != "cublas" else 1e-7, host_us=ms * 1e3 if bound else 0.1,
+                       host_bound=bound)
+            if (key, shape) in failing:
+                res = dict(M=M, N=N, K=K, rel_err=math.inf, error="wrong result: relative error inf > 1e-05")
+            on_result(job, res)
+    return run_jobs
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    monkeypatch.setattr(harness, "environment", lambda: dict(FAKE_ENV))
+    monkeypatch.setattr(references, "available", lambda ref, size, gpu: None)
+
+    def use(failing=()):
+        monkeypatch.setattr(bench, "run_jobs", fake_jobs(failing))
+    return use
+
+
+def fake_run(tmp_path, argv, steps=(9, 10), refs=(references.CUBLAS,)):
+    args = bench.parser().parse_args(argv + ["--results-dir", str(tmp_path)])
+    shape_set = shapeset.load(args.shape_set)
+    items = bench.chosen_items(args, shape_set)
+    chosen = [schedules.get_step(n) for n in steps]
+    configs = {(s.number, i.shape): s.default_config(*i.shape) for s in chosen for i in items}
+    return bench.run(chosen, list(refs), items, configs, "sm_90", args, shape_set)
+
+
+def test_a_run_saves_json_csv_and_plot(tmp_path, fake_gpu, capsys, shape_set):
+    fake_gpu()
+    assert fake_run(tmp_path, ["--save"]) == 0
+    out = capsys.readouterr().out
+    gpu_dir = tmp_path / "fake-gpu-80gb"
+    doc = bench.load(gpu_dir)
+    assert doc["shape_set"]["complete"] and doc["shape_set"]["sha256"] == shape_set.sha256
+    assert [i["key"] for i in doc["implementations"]] == ["step9", "step10", "cublas"]
+    assert len(doc["results"]) == 3 * len(shape_set.shapes())
+    assert doc["environment"]["gpu"] == "Fake GPU 80GB" and doc["method"]["tolerance"] == 1e-5
+    row = next(r for r in doc["results"] if r["impl"] == "step10" and (r["M"], r["N"], r["K"]) == (2048, 2048, 2048))
+    assert row["config"] == schedules.get_step(10).default_config(2048, 2048, 2048).as_dict()
+    lines = (gpu_dir / "shapes.csv").read_text().splitlines()
+    assert lines[0].split(",") == list(bench.CSV_FIELDS) and len(lines) == 1 + len(doc["results"])
+    assert "square,2048,2048,2048,step10,step 10 (unroll + tuning),50000," in "\n".join(lines)
+    assert (gpu_dir / "shapes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"saved {gpu_dir / 'shapes.json'}" in out
+
+
+def test_a_failed_shape_is_reported_and_nothing_saved(tmp_path, fake_gpu, capsys):
+    fake_gpu(failing={(10, (1, 4096, 4096))})
+    assert fake_run(tmp_path, ["--save"]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED step10 1x4096x4096: wrong result" in captured.err
+    assert "not saved: 1 kernel(s) failed" in captured.err
+    assert not (tmp_path / "fake-gpu-80gb").exists()
+    assert "step 10: 1 of the shapes FAILED" in captured.out
+
+
+def test_the_report_gives_ratios_geomeans_and_worst_shapes(tmp_path, fake_gpu, capsys):
+    fake_gpu()
+    assert fake_run(tmp_path, ["--class", "square,odd"]) == 0
+    out = capsys.readouterr().out
+    assert "2048x2048x2048" in out and "1.25x" in out  # step 10 at a square
+    # odd: 8 shapes; 33x65x129 host-bound (left out), 2047^3 a square (1.25x), 0.8x on the other 6
+    summary = out.split("step 10 (unroll + tuning) against cuBLAS fp32 (TF32 off)")[1]
+    rows = {line.split()[0]: line.split() for line in summary.splitlines()[2:5]}
+    assert rows["square"][1:5] == ["8", "1.25x", "256x256x256", "1.25x"]
+    geomean_odd = math.exp((math.log(1.25) + 6 * math.log(0.8)) / 7)
+    assert rows["odd"][1:5] == ["8", f"{geomean_odd:.2f}x", "1000x1500x700", "0.80x"]
+    assert "(1 host-bound left out)" in " ".join(rows["odd"])
+    geomean_all = math.exp((9 * math.log(1.25) + 6 * math.log(0.8)) / 15)
+    assert rows["all"][1:6] == ["16", f"{geomean_all:.2f}x", "1000x1500x700", "0.80x", "(odd)"]
+    assert "below 0.9x cuBLAS: 1000x1500x700 0.80x (odd), 997x1009x1013 0.80x (odd)," in summary
+    assert "33x65x129" not in summary.split("below 0.9x cuBLAS:")[1]  # host-bound: not a kernel-time ratio
+    assert "\nbelow 0.9x cuBLAS: " + ", ".join(  # step 9: every shape, at 0.5x
+        f"{s} 0.50x ({c})" for c, s in [("square", "256x256x256")]) in out
+    assert "33x65x129" in out and "(†)" in out and cli.HOST_LEGEND in out
+    step9 = out.split("step 9 (warp tiling) against")[1].split("step 10 (unroll")[0]
+    assert "0.50x" in step9
+
+
+def test_summaries_from_a_saved_document(tmp_path, fake_gpu, capsys):
+    fake_gpu(failing={(10, (997, 1009, 1013))})
+    fake_run(tmp_path, ["--class", "odd,degenerate"])
+    capsys.readouterr()
+    # the document the run printed from, rebuilt from the same fakes
+    args = bench.parser().parse_args(["--class", "odd,degenerate"])
+    shape_set = shapeset.load()
+    items = bench.chosen_items(args, shape_set)
+    steps = [schedules.get_step(10)]
+    configs = {(10, i.shape): steps[0].default_config(*i.shape) for i in items}
+    impls = bench.implementations(steps, [references.CUBLAS], "Fake GPU 80GB")
+    measured = {}
+    jobs, _ = bench.jobs_for(impls, items, configs, "sm_90", args, "Fake GPU 80GB")
+    fake_jobs({(10, (997, 1009, 1013))})(jobs, 1, lambda job, res: measured.setdefault(
+        (bench._impl_of_job(job, impls).key, job[2]), harness.Measurement(**res)))
+    doc = bench.document(impls, items, configs, measured, FAKE_ENV, args, shape_set)
+    assert bench.validate(doc) is doc and not doc["shape_set"]["complete"]
+    stats = {s.name: s for s in bench.summarize(doc, "step10")}
+    assert stats["odd"].failed == [(997, 1009, 1013)] and stats["odd"].host_bound == [(33, 65, 129)]
+    assert len(stats["odd"].ratios) == 6
+    assert stats["odd"].geomean == pytest.approx(math.exp((math.log(1.25) + 5 * math.log(0.8)) / 6))
+    assert stats["degenerate"].worst[1] == pytest.approx(0.8)
+    assert stats[bench.ALL].shapes == 13 and len(stats[bench.ALL].ratios) == 11
+    assert bench.ratio(doc, "step10", (997, 1009, 1013)) == (None, "failed")
+    assert bench.ratio(doc, "step10", (33, 65, 129))[1] == "host-bound"
+    block = table.shapes_summary(doc)
+    assert f"| odd | 8 | {stats['odd'].geomean:.2f}× | 1000×1500×700 0.80× (1†, 1 failed left out) |" in block
+    assert "part of the 13 shapes" in block
+
+
+def test_the_readme_block_comes_from_shapes_json(tmp_path, fake_gpu, capsys):
+    fake_gpu()
+    results_dir = tmp_path / "results"
+    assert fake_run(results_dir, ["--save"]) == 0
+    # The README shows the GPU with the newest step files; give the fake GPU one.
+    step_doc = json.loads((Path(__file__).parent.parent / "results" / "nvidia-h100-80gb-hbm3" / "step10.json").read_text())
+    step_doc["environment"] = {**step_doc["environment"], "gpu": "Fake GPU 80GB", "date": "2030-01-01T00:00:00+00:00"}
+    (results_dir / "fake-gpu-80gb" / "step10.json").write_text(json.dumps(step_doc))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{table.BEGIN}\n{table.END}\n{table.SHAPES_BEGIN}\nold\n{table.SHAPES_END}\ny\n")
+    assert table.update_readme(readme, results_dir)
+    text = readme.read_text()
+    block = text.split(table.SHAPES_BEGIN)[1].split(table.SHAPES_END)[0]
+    assert "**Fake GPU 80GB**" in block and "the 43 shapes of" in block
+    assert "| square | 8 | 0.50× | 256³ 0.50× | 1.25× | 256³ 1.25× |" in block
+    assert "| **all** | 43 |" in block and "shapes.png" in block and "old" not in block
+    assert "Step 10 below 0.9× cuBLAS: 2048×64×2048 0.80×," in block and "Step 9 below 0.9× cuBLAS: 256³ 0.50×" in block
+    assert text.endswith("y\n")
+    assert "_No shape benchmark committed yet" in table.render_shapes(tmp_path / "empty")
+
+
+def test_the_plot_renders_from_fake_data_and_skips_a_check_only_run(tmp_path, fake_gpu, capsys):
+    fake_gpu()
+    assert fake_run(tmp_path, ["--save"], steps=(10,)) == 0
+    gpu_dir = tmp_path / "fake-gpu-80gb"
+    (gpu_dir / "shapes.png").unlink()
+    assert plot.render_shapes(gpu_dir) == f"wrote {gpu_dir / 'shapes.png'}"
+    assert (gpu_dir / "shapes.png").stat().st_size > 20_000
+    assert plot.render_gpu_dir(gpu_dir)[-1] == f"wrote {gpu_dir / 'shapes.png'}"
+    doc = bench.load(gpu_dir)
+    doc["method"]["timed"] = False
+    assert plot.plot_shapes(doc, tmp_path / "x.png").startswith("skipped x.png")
+    assert plot.render_shapes(tmp_path).startswith("skipped shapes.png")
+
+
+def test_check_only_reports_ok_without_timing(tmp_path, fake_gpu, capsys):
+    fake_gpu()
+    assert fake_run(tmp_path, ["--check-only", "--class", "degenerate"], steps=(1, 10), refs=()) == 0
+    out = capsys.readouterr().out
+    assert "check" in out and "every shape passed" in out and "geomean" not in out
+    assert "1x4096x4096" in out
+
+
+def test_validate_rejects_a_bad_document():
+    with pytest.raises(bench.ShapesError):
+        bench.validate({"schema": "other"})
+    with pytest.raises(bench.ShapesError, match="lacks"):
+        bench.validate({"schema": bench.SCHEMA})
+
+
+# --- the worker's job function, with the GPU faked -------------------------------------------------
+
+
+class _FakeRunner:
+    """KernelRunner's check and time, without a GPU: a fixed error, 1 ms, or a fault."""
+
+    rel_err, fault = 3e-7, None
+
+    def __init__(self, repeat, seed, isolate):
+        assert isolate is False
+
+    def check(self, func, M, N, K):
+        if self.fault:
+            raise RuntimeError(f"CUDA: {self.fault}\nsecond line")
+        return self.rel_err
+
+    def time(self, lib, M, N, K):
+        return harness.Timing(1.0, 0.9, 1.1, 3, 1, host_us=5.0)
+
+
+@pytest.fixture
+def fake_worker(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(sweep, "_gpu_lock", threading.Lock(), raising=False)
+    monkeypatch.setattr(harness, "KernelRunner", _FakeRunner)
+    monkeypatch.setattr(harness, "_build", lambda spec, M, N, K, arch, config: {"main": object()})
+    monkeypatch.setattr(bench, "_poisoned", False)
+    monkeypatch.setattr(_FakeRunner, "rel_err", 3e-7)  # each test's changes are undone after it
+    monkeypatch.setattr(_FakeRunner, "fault", None)
+    return _FakeRunner
+
+
+def test_the_job_checks_and_times_under_the_lock(fake_worker):
+    res = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert res["error"] is None and res["rel_err"] == 3e-7 and res["median_ms"] == 1.0
+    assert res["gflops"] == pytest.approx(2 * 64 * 32 * 16 / 1e-3 / 1e9) and res["host_bound"] is False
+    checked = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, False)
+    assert checked["error"] is None and checked["median_ms"] is None and checked["gflops"] is None
+    fake_worker.rel_err = 2e-5
+    wrong = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert wrong["error"].startswith("wrong result: relative error 2e-05 > 1e-05")
+    assert bench._job("step", 12, (64, 32, 16), None, "sm_90", 3, 1, 5e-3, True)["error"] is None  # its own bound
+    assert not bench._poisoned
+
+
+def test_a_fault_fails_the_job_and_poisons_its_worker(fake_worker, monkeypatch):
+    fake_worker.fault = "an illegal memory access was encountered"
+    res = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert res["error"] == "RuntimeError: second line"  # harness._one_line: TVM's reason comes last
+    assert bench._poisoned
+    exits = []
+    monkeypatch.setattr(bench.os, "_exit", lambda code: exits.append(code) or (_ for _ in ()).throw(SystemExit(code)))
+    with pytest.raises(SystemExit):
+        bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert exits == [3]
+
+
+def test_a_build_failure_is_that_kernels_error(fake_worker, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("NVRTC: error: something\nat line 3")
+
+    monkeypatch.setattr(harness, "_build", broken)
+    res = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
+    assert res["error"] == "build failed: RuntimeError: at line 3" and not bench._poisoned
+    assert bench._died(("step", 10, (5, 6, 7)), "worker died")["error"] == "worker died"
+    assert bench._died(("build", 10, (5, 6, 7)), "worker died") == {"report": None, "error": "worker died"}

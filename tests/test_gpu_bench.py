@@ -1,0 +1,78 @@
+"""On a CUDA GPU: python -m steps.bench on a few small shapes (timed against cuBLAS, checked
+only, saved), and a faulting kernel in its worker pool costing that kernel only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import schedules
+from steps import bench, harness
+
+pytestmark = pytest.mark.gpu
+
+SMALL = "33x65x129,1x512x384,512x1x384"  # one past a tile everywhere, 1xNxK, Mx1xK
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "steps.bench", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def arch():
+    return harness.gpu_arch()
+
+
+def test_the_final_step_is_timed_against_cublas_on_small_shapes():
+    if not harness.cublas_available():
+        pytest.skip("CuPy or libcublas missing: pip install -e \".[cublas]\"")
+    proc = run("--shapes", SMALL, "--repeat", "3", "--seed", "1", "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for shape in SMALL.split(","):
+        assert shape in out
+    final = bench.final_fp32_step().number
+    assert f"step {final}: every shape passed" in out and "x cuBLAS" in out
+    assert f"step {final} ({bench.final_fp32_step().name}) against cuBLAS fp32" in out
+    assert "FAILED" not in out + proc.stderr
+
+
+def test_every_step_is_correct_on_degenerate_shapes_check_only():
+    proc = run("--steps", "all", "--check-only", "--shapes", "1x300x200,300x1x200,7x9x1", "--seed", "2",
+               "--workers", "4")
+    assert proc.returncode == 0, proc.stderr
+    for step in schedules.STEPS:
+        assert f"step {step.number}: every shape passed" in proc.stdout
+
+
+def test_save_writes_the_results_of_a_whole_set(tmp_path):
+    if not harness.cublas_available():
+        pytest.skip("CuPy or libcublas missing: pip install -e \".[cublas]\"")
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text('version = 1\n[[class]]\nname = "tiny"\nrationale = "a test"\n'
+                      'shapes = [[64, 64, 64], [1, 256, 128]]\n')
+    results_dir = tmp_path / "results"
+    proc = run("--shape-set", str(shapes), "--save", "--results-dir", str(results_dir), "--repeat", "3",
+               "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    (gpu_dir,) = results_dir.iterdir()
+    doc = bench.load(gpu_dir)
+    assert doc["shape_set"]["complete"] and len(doc["results"]) == 4
+    assert all(r["error"] is None and r["rel_err"] <= 1e-5 and r["gflops"] > 0 for r in doc["results"])
+    assert (gpu_dir / "shapes.csv").exists() and (gpu_dir / "shapes.png").exists()
+
+
+def test_a_faulting_kernel_costs_that_kernel_only(arch):
+    size = (256, 256, 256)
+    cfg = schedules.get_step(6).default_config(*size)
+    jobs = [("tvm", "tests.test_gpu_shapes:misaligned_kernel", size, None, arch, 3, 0, 1e-5, True)]
+    jobs += [("step", 6, size, cfg, arch, 3, seed, 1e-5, True) for seed in range(1, 6)]
+    done = {}
+    bench.run_jobs(jobs, 2, lambda job, res: done.setdefault(jobs.index(job), res))
+    assert done[0]["error"] and "\n" not in done[0]["error"]
+    print("fault reported as:", done[0]["error"])
+    for i in range(1, 6):
+        assert done[i]["error"] is None, done[i]["error"]
+        assert done[i]["rel_err"] <= 1e-5 and done[i]["gflops"] > 0
