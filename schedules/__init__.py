@@ -65,6 +65,7 @@ class Step:
     # "fp32" (checked against 1e-5, compared with cuBLAS strict fp32) or "tf32" (reduced
     # precision: its own tolerance, compared with cuBLAS TF32).
     precision: str = "fp32"
+    tensor_cores: bool = False
 
     @property
     def doc(self) -> str:
@@ -105,7 +106,8 @@ class Step:
 
 def _step(module: ModuleType) -> Step:
     return Step(module.NUMBER, module.NAME, module.IDEA, module.Config, dict(module.PASS_CONFIG),
-                module, module.default_config, getattr(module, "PRECISION", "fp32"))
+                module, module.default_config, getattr(module, "PRECISION", "fp32"),
+                getattr(module, "TENSOR_CORES", False))
 
 
 STEPS: tuple[Step, ...] = tuple(

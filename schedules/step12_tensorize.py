@@ -32,6 +32,7 @@ from . import tensor_core, tensor_intrin
 from .config import TensorCoreConfig
 
 NUMBER = 12
+TENSOR_CORES = True
 NAME = "tensor cores (TF32)"
 IDEA = "blockize 16x16x8 tiles, tensorize onto mma.sync.m16n8k8 TF32 (ldmatrix A fragments)"
 PRECISION = "tf32"

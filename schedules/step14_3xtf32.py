@@ -37,6 +37,7 @@ from .config import TF32x3Config
 from .padding import padded_shape
 
 NUMBER = 14
+TENSOR_CORES = True
 NAME = "3xTF32"
 IDEA = "split operands into big + small TF32 (producer blocks at the fragment load), 3 mma per product"
 Config = TF32x3Config
@@ -44,7 +45,12 @@ PASS_CONFIG: dict = dict(prior.PASS_CONFIG)
 
 
 def default_config(M: int, N: int, K: int) -> TF32x3Config:
-    return TF32x3Config(**prior.default_config(M, N, K).as_dict(), promote=1)
+    # Twice the fragment registers of step 13 (big and small) plus the promoted accumulator:
+    # 64 x 64 warp tiles spill, so large problems take 16 warps of 64 x 32 in 256 x 128 blocks
+    # (best of 15 configs at 2048 and 4096, H100, 2026-11-22).
+    if M * N <= 1024 * 1024:
+        return TF32x3Config(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=3, promote=1)
+    return TF32x3Config(block_m=256, block_n=128, block_k=32, warp_m=64, warp_n=32, stages=3, raster=8, promote=1)
 
 
 def computation(M: int, N: int, K: int, cfg: TF32x3Config):

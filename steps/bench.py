@@ -53,10 +53,9 @@ BAR = 0.9  # issue 13: the final CUDA-core step at >= 0.9x cuBLAS fp32 on every 
 
 
 def cuda_core_fp32(step) -> bool:
-    """Whether a step computes in fp32 on CUDA cores. A step module that does not says so:
-    ``TENSOR_CORES = True`` (mma.sync) or ``PRECISION = "tf32"``; steps 1-10 set neither."""
-    module = step.module
-    return getattr(module, "PRECISION", "fp32") == "fp32" and not getattr(module, "TENSOR_CORES", False)
+    """Whether a step computes in fp32 on CUDA cores (the registry's ``precision`` and
+    ``tensor_cores``: steps 12-14 run on tensor cores, 12-13 in TF32)."""
+    return step.precision == "fp32" and not step.tensor_cores
 
 
 def final_fp32_step(steps=None):
@@ -68,9 +67,8 @@ def final_fp32_step(steps=None):
 
 
 def step_tolerance(step) -> float:
-    """The bound a step's result is checked against: fp32's 1e-5, unless the step module sets
-    its own labelled ``TOLERANCE`` (a reduced-precision rung)."""
-    return getattr(step.module, "TOLERANCE", harness.TOLERANCE)
+    """The bound a step's result is checked against (harness.tolerance: 1e-5, or TF32's own)."""
+    return harness.tolerance(step)
 
 
 def step_key(step) -> str:

@@ -115,7 +115,7 @@ def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) ->
             print(json.dumps(out), file=sys.stderr, flush=True)
             os._exit(3)
     out.update(rel_err=err, median_ms=timing.median_ms, gflops=timing.gflops(M, N, K))
-    if not err <= harness.TOLERANCE:
+    if not err <= harness.tolerance(step):
         out["error"] = f"wrong result: relative error {err:.3g}"
     return out
 
