@@ -194,7 +194,7 @@ class Row:
     config: object
     prior_name: str
     prior_gflops: float | None = None
-    cublas_gflops: float | None = None  # cuBLAS fp32 at this size, this run
+    cublas_gflops: float | None = None  # the step's cuBLAS baseline at this size, this run (fp32 or TF32)
     cublas_host_bound: bool | None = None
 
     @property
@@ -441,7 +441,8 @@ def benchmark(step, sizes, configs, arch, args) -> int:
         if with_cublas:
             from . import references
 
-            c = references.measure(references.CUBLAS, size, runner, arch, env.get("gpu"), args.repeat, args.seed)
+            c = references.measure(references.baseline(step), size, runner, arch, env.get("gpu"), args.repeat,
+                                   args.seed)
             row.cublas_gflops, row.cublas_host_bound = (c.gflops, c.host_bound) if c.ok else (None, None)
             if not c.ok:
                 print(f"cuBLAS failed at {_size(size)}: {c.error}", file=sys.stderr)
@@ -449,7 +450,7 @@ def benchmark(step, sizes, configs, arch, args) -> int:
         m = row.measurement
         print(f"  {_size(size)}: " + (f"{m.gflops:.0f} GFLOPS" if m.gflops else f"failed ({m.error})"),
               file=sys.stderr, flush=True)
-    print(format_table(rows))
+    print(format_table(rows, tf32=step.precision == "tf32"))
     failures = [r for r in rows if not r.measurement.ok]
     for r in failures:
         print(f"FAILED {_size(r.size)}: {r.measurement.error}", file=sys.stderr)
@@ -470,6 +471,10 @@ def document(step, rows, env, repeat) -> dict:
         "step": step.number,
         "name": step.name,
         "idea": step.idea,
+        "precision": step.precision,
+        "tensor_cores": step.tensor_cores,
+        # What "cublas_gflops" / "pct_cublas" are of: cuBLAS strict fp32, or TF32 for a TF32 step.
+        "baseline": "cublas_tf32" if step.precision == "tf32" else "cublas",
         "environment": env,
         "method": {
             "timer": "CUDA events: tvm time_evaluator (TVM), cupy.cuda.Event around cublasGemmEx calls "
@@ -505,7 +510,7 @@ def document(step, rows, env, repeat) -> dict:
     }
 
 
-def format_table(rows: list[Row]) -> str:
+def format_table(rows: list[Row], tf32: bool = False) -> str:
     header = (f"{'size':>16}  {'median ms':>9}  {'min-max ms':>17}  {'GFLOPS':>8}  "
               f"{'x prior':>8}  {'% cuBLAS':>8}  {'rel err':>8}  {'host us':>7}")
     lines = [header, "-" * len(header)]
@@ -526,6 +531,9 @@ def format_table(rows: list[Row]) -> str:
     if rows:
         lines.append(f"x prior: against {rows[0].prior_name}, measured in this run; "
                      "host us: host time to submit one launch")
+        if tf32:
+            lines.append(f"TF32 (reduced precision): rel err held to {harness.TF32_TOLERANCE:g}, not 1e-5; "
+                         "% cuBLAS is of cuBLAS TF32, its peer")
         if any(r.measurement.host_bound or r.cublas_host_bound for r in rows):
             lines.append(HOST_LEGEND)
     return "\n".join(lines)

@@ -299,11 +299,15 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
             else:
                 p = measurements[(prior.number, size)]
                 row.prior_gflops = p.gflops if p.ok else None
-            base = measured_refs.get((references.CUBLAS.key, size))
+            base = measured_refs.get((references.baseline(step).key, size))
             if base is not None and base.ok:
                 row.cublas_gflops, row.cublas_host_bound = base.gflops, base.host_bound
             rows[(step.number, size)] = row
     return rows, measured_refs
+
+
+# A TF32 step's "% cuBLAS" is of cuBLAS TF32 (references.baseline), marked so in every table.
+TF32_MARK = "ᵀ"
 
 
 def _cell_gflops(m: harness.Measurement) -> str:
@@ -332,7 +336,7 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
                 continue
             flagged = flagged or bool(m.host_bound)
             speed = f"{r.speedup:.2f}x" if r.speedup else "-"
-            pct = f"{r.pct_cublas:.0f}%" if r.pct_cublas else "-"
+            pct = f"{r.pct_cublas:.0f}%" + (TF32_MARK if step.precision == "tf32" else "") if r.pct_cublas else "-"
             cells.append(f"  {_cell_gflops(m):>9}  {speed:>7}  {pct:>7}")
         lines.append(f"{f'{step.number}. {step.name}':<{name_width}}" + "".join(cells))
     for ref in ref_rows:
@@ -352,9 +356,9 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
     first = rows[(steps[0].number, shapes[0])]
     lines.append(f"x prior: against the step before, measured in this run (step {steps[0].number}'s: "
                  f"{first.prior_name}); GFLOPS = 2*M*N*K / median time; % cuBLAS: of cuBLAS fp32 in this run")
-    if any(r.key == references.CUBLAS_TF32.key for r in ref_rows):
+    if any(r.key == references.CUBLAS_TF32.key for r in ref_rows) or any(s.precision == "tf32" for s in steps):
         lines.append(f"cuBLAS TF32 is reduced precision (tolerance {harness.TF32_TOLERANCE:g}, not 1e-5): "
-                     "shown for the tensor-core steps, never a baseline for fp32")
+                     f"the peer of the TF32 steps ({TF32_MARK}: % of cuBLAS TF32), never a baseline for fp32")
     if flagged:
         lines.append(cli.HOST_LEGEND)
     return "\n".join(lines)

@@ -251,8 +251,10 @@ def plot_pct_cublas(docs, path: Path, refs=()) -> str:
     _grouped_bars(ax, shown, sizes, "pct_cublas")
     ax.axhline(100, color="black", linestyle="--", linewidth=1.2, label="cuBLAS = 100%")
     ax.set_xlabel("step")
-    ax.set_ylabel("% of cuBLAS SGEMM (TF32 off)")
-    ax.set_title(f"{gpu_name(docs)}: each step as a share of cuBLAS strict fp32")
+    tf32 = [str(d["step"]) for d in docs if d.get("baseline") == "cublas_tf32"]
+    ax.set_ylabel("% of cuBLAS SGEMM (TF32 off)" + (f"; steps {', '.join(tf32)}: of cuBLAS TF32" if tf32 else ""))
+    ax.set_title(f"{gpu_name(docs)}: each step as a share of cuBLAS strict fp32"
+                 + (" (TF32 steps: of cuBLAS TF32)" if tf32 else ""))
     handles, labels = ax.get_legend_handles_labels()
     _legend_extras(handles, labels, shown, sizes)
     ax.legend(handles, labels, loc="upper left", title="size")

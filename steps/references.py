@@ -48,6 +48,12 @@ ALL = (CUBLAS, CUBLAS_TF32, DLIGHT, METASCHEDULE)
 BY_KEY = {r.key: r for r in ALL}
 
 
+def baseline(step) -> Reference:
+    """The cuBLAS a step is compared with: strict fp32, or TF32 for a reduced-precision step
+    (steps 12-13). 3xTF32 (step 14) is fp32-accurate, so its baseline is strict fp32."""
+    return CUBLAS_TF32 if step.precision == "tf32" else CUBLAS
+
+
 def parse_keys(text: str) -> list[Reference]:
     """'all' or a comma list of keys ('cublas,dlight') -> References, in table order."""
     if text.strip().lower() == "all":

@@ -37,6 +37,9 @@ MARK = "†"
 REFERENCE_ROWS = ("cublas", "cublas_tf32", "dlight", "metaschedule")
 
 
+TF32_MARK = "ᵀ"  # the same mark as the ladder's table (steps/ladder.py)
+
+
 def _tflops(gflops: float | None, bound=None) -> str:
     return "–" if not gflops else f"{gflops / 1000:.1f}" + (MARK if bound else "")
 
@@ -72,7 +75,8 @@ def render_gpu(docs: list[dict], ref_doc: dict | None = None, gpu_dir: Path | No
             speed = f"{row['speedup_vs_prior']:.2f}×" if row and row.get("speedup_vs_prior") else "–"
             pct = "–"
             if guarded and row and row.get("pct_cublas"):
-                pct = f"{row['pct_cublas']:.0f}%" + (MARK if row.get("cublas_host_bound") else "")
+                pct = (f"{row['pct_cublas']:.0f}%" + (TF32_MARK if d.get("baseline") == "cublas_tf32" else "")
+                       + (MARK if row.get("cublas_host_bound") else ""))
             flagged = flagged or bool(row and (row.get("host_bound") or row.get("cublas_host_bound")))
             cells += [_tflops(row and row["gflops"], row and row.get("host_bound")), speed, pct]
         lines.append(f"| {d['step']}. {d['name']} | " + " | ".join(cells) + " |")
@@ -97,6 +101,9 @@ def render_gpu(docs: list[dict], ref_doc: dict | None = None, gpu_dir: Path | No
     if references.entry(ref_doc, "cublas_tf32") is not None and guarded:
         notes.append(f"cuBLAS TF32 rounds inputs to TF32 (relative error ~3e-4, its own tolerance "
                      f"{references.CUBLAS_TF32.tolerance:g}): a peer for tensor-core steps, never the fp32 baseline.")
+    if any(d.get("baseline") == "cublas_tf32" for d in docs):
+        notes.append(f"{TF32_MARK} TF32 steps (reduced precision, held to {references.CUBLAS_TF32.tolerance:g}): "
+                     "% of cuBLAS TF32 in the same run.")
     if flagged:
         notes.append(f"{MARK} host-bound: the host's submission took at least 70% of the GPU time per launch.")
     lines += ["", " ".join(notes)]
@@ -111,23 +118,40 @@ def _size_name(size) -> str:
     return str(M) if M == N == K else f"{M}×{N}×{K}"
 
 
+# The rows the "against each reference" lines compare: the last step of each kind, with the
+# references that are its peers (a TF32 step is not compared with strict-fp32 rows, nor the
+# fp32 steps with cuBLAS TF32).
+KINDS = (
+    ("fp32 on CUDA cores", lambda d: d.get("precision", "fp32") == "fp32" and not d.get("tensor_cores"),
+     ("cublas", "dlight", "metaschedule")),
+    ("TF32 on tensor cores", lambda d: d.get("precision") == "tf32", ("cublas_tf32",)),
+    ("fp32-accurate on tensor cores", lambda d: d.get("precision", "fp32") == "fp32" and d.get("tensor_cores"),
+     ("cublas", "dlight", "metaschedule")),
+)
+
+
 def final_step_versus_references(docs: list[dict], ref_doc: dict | None, sizes) -> str:
-    """'Step 10 against each reference (same run): ...' with the ratios, or '' without refs."""
-    final = max(docs, key=lambda d: d["step"])
-    parts = []
-    for key in REFERENCE_ROWS:
-        entry = references.entry(ref_doc, key)
-        if entry is None:
+    """'Step N (kind) against each reference (same run): ...' per kind of step, or ''."""
+    lines = []
+    for kind, is_kind, keys in KINDS:
+        of_kind = [d for d in docs if is_kind(d)]
+        if not of_kind:
             continue
-        ratios = []
-        for s in sizes:
-            mine, theirs = results.row_for(final, *s), references.row(ref_doc, key, s)
-            ratios.append(f"{mine['gflops'] / theirs['gflops']:.2f}×" if mine and theirs else "–")
-        parts.append(f"{_label(entry)} {' / '.join(ratios)}")
-    if not parts:
-        return ""
-    return (f"**Step {final['step']} against each reference** (same run; at {', '.join(_size_name(s) for s in sizes)}): "
-            + "; ".join(parts) + ".")
+        final = max(of_kind, key=lambda d: d["step"])
+        parts = []
+        for key in keys:
+            entry = references.entry(ref_doc, key)
+            if entry is None:
+                continue
+            ratios = []
+            for s in sizes:
+                mine, theirs = results.row_for(final, *s), references.row(ref_doc, key, s)
+                ratios.append(f"{mine['gflops'] / theirs['gflops']:.2f}×" if mine and theirs else "–")
+            parts.append(f"{_label(entry)} {' / '.join(ratios)}")
+        if parts:
+            lines.append(f"**Step {final['step']} ({kind}) against each reference** (same run; at "
+                         f"{', '.join(_size_name(s) for s in sizes)}): " + "; ".join(parts) + ".")
+    return "\n\n".join(lines)
 
 
 def _gpu_dirs(results_dir: Path) -> dict[str, list[dict]]:

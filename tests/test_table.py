@@ -47,7 +47,7 @@ def test_render_steps_and_reference_rows(tmp_path):
     assert "| *TVM MetaSchedule (128 trials)* | 10.0 |  | 50% |" in text
     assert "never the fp32 baseline" in text
     # the final step against each reference, from the same run: 14000 / 7000 and / 10000
-    assert "**Step 5 against each reference**" in text
+    assert "**Step 5 (fp32 on CUDA cores) against each reference**" in text
     assert "TVM dlight (default schedule) 2.00×" in text and "TVM MetaSchedule (128 trials) 1.40×" in text
     assert table.MARK not in text  # nothing host-bound
 
