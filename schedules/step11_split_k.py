@@ -25,7 +25,20 @@ at 64x64 should reach 30-40 TFLOPS, 5-7x. 2048x64x2048 (and 64x2048x2048): step 
 the rule would also pick split 1 there (a second launch costs ~2 us of an 11 us kernel).
 768^3 (144 tiles of 64x64: one more than a wave): split 3, +15-25%.
 
-Measured: pending device run.
+Measured (H100 80GB HBM3, 2026-11-22, kernel time). The sweep (43 shapes of bench/shapes.toml,
+step 10's config plus up to 11 of the rule's neighbours each, 294 s) wrote step11.json; the
+rule's own pick reached a median 96% of the best candidate (71-100%; >= 90% on 33 of 43).
+Then ``python -m steps.bench --save`` against cuBLAS strict fp32 in the same run:
+- 256x256x16384: 35.5 TFLOPS with split 16 (32x128 tiles), 0.89x cuBLAS; the prediction's
+  30-40 held. 2048x64x2048: 27.6 (split 8), 1.15x cuBLAS; 64x2048x2048: 27.8, 1.00x; the
+  predicted 25-30 held, with a deeper split than the model's 4. 768^3: 27.5 (split 3), 1.00x.
+- 512^3 / 1024^3 / 2048^3: 24.3 / 41.3 / 45.3, split 1, step 10's numbers within noise
+  (24.1 / 41.1 / 45.0), as predicted.
+- Over the set: geometric mean 0.99x cuBLAS; by class square 1.01x, tall-skinny 1.17x,
+  short-wide 1.20x, k-heavy 0.91x, k-light 1.16x, odd 0.72x, degenerate 0.86x. Below 0.9x: the
+  odd sizes (2047^3 0.61x: K = 2047 breaks float4 alignment, so every copy is a 4-byte
+  cp.async, schedules/padding.py), 4096^3 and 2048^3 (step 10's FFMA ceiling, 0.89-0.90x),
+  and the matrix-vector shapes (0.82-0.88x, memory-bound for both).
 
 Run: python -m steps.step11 --shape 256 256 16384 --shape 2048 64 2048
 """

@@ -5,6 +5,9 @@
 #   TUNE=1 bash tools/device_run.sh          # first re-tune step 10 (schedules/tuned/step10.json)
 #   MS_TUNE=1 bash tools/device_run.sh       # first re-tune MetaSchedule (minutes per size)
 #   SKIP_TESTS=1 ...                         # measurements only
+#   ONLY_TESTS=1 ...                         # the GPU tests only (a second 10-minute call)
+#   SIZES="512 1024 2048 4096" ...           # the ladder's sizes (default: 512 1024 2048 4096)
+#   CROSSCHECK_STEPS=11,13,14 ...            # steps the ncu cross-check times (default: those)
 # It needs the project installed (pip install -e ".[test,cublas]"; MS_TUNE also ".[tune]"), or,
 # on a machine without a package index, TVM from a bundle in .gpu/ (see .gpu/setup.sh).
 # Everything it writes lands in the working tree (results/, schedules/tuned/, README.md) and
@@ -33,12 +36,14 @@ if [ "${MS_TUNE:-0}" = 1 ]; then
     echo "metaschedule $n rc=$?"; tail -n 3 logs/metaschedule$n.out
   done
 fi
-t0=$SECONDS
-timeout 300 python3 -m steps --save > logs/ladder.out 2> logs/ladder.err
-echo "ladder rc=$? $((SECONDS-t0))s"; tail -n 22 logs/ladder.out
-t0=$SECONDS
-timeout 300 python3 -m steps.crosscheck --save > logs/crosscheck.out 2> logs/crosscheck.err
-echo "crosscheck rc=$? $((SECONDS-t0))s"; tail -n 12 logs/crosscheck.out
+if [ "${ONLY_TESTS:-0}" != 1 ]; then
+  t0=$SECONDS
+  timeout 330 python3 -m steps --save --sizes ${SIZES:-512 1024 2048 4096} > logs/ladder.out 2> logs/ladder.err
+  echo "ladder rc=$? $((SECONDS-t0))s"; tail -n 26 logs/ladder.out
+  t0=$SECONDS
+  timeout 240 python3 -m steps.crosscheck --save --steps "${CROSSCHECK_STEPS:-11,13,14}" > logs/crosscheck.out 2> logs/crosscheck.err
+  echo "crosscheck rc=$? $((SECONDS-t0))s"; tail -n 14 logs/crosscheck.out
+fi
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t0=$SECONDS
   # Whatever time is left of a 10-minute device call (the lent machines' limit), at least 60 s.
