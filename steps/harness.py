@@ -491,6 +491,10 @@ def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = Non
 
     a, b = random_operands(M, N, K, np.random.default_rng(seed))
     gemm = CublasGemm(cp.asarray(a), cp.asarray(b), cp.full((M, N), cp.nan, dtype=cp.float32), tf32=tf32)
+    # The copies and the NaN fill ran on CuPy's default stream; the GEMM's stream is non-blocking
+    # and would not wait for them (at 4096^3 cuBLAS TF32 finished before the fill did, and the
+    # check read NaN: "relative error inf"). Wait for them before the first call.
+    cp.cuda.Device().synchronize()
     try:
         gemm()
         gemm.stream.synchronize()
