@@ -41,7 +41,7 @@ if [ "${ONLY_TESTS:-0}" != 1 ]; then
   timeout 330 python3 -m steps --save --sizes ${SIZES:-512 1024 2048 4096} > logs/ladder.out 2> logs/ladder.err
   echo "ladder rc=$? $((SECONDS-t0))s"; tail -n 26 logs/ladder.out
   t0=$SECONDS
-  timeout 240 python3 -m steps.crosscheck --save --steps "${CROSSCHECK_STEPS:-11,13,14}" > logs/crosscheck.out 2> logs/crosscheck.err
+  timeout 330 python3 -m steps.crosscheck --save --steps "${CROSSCHECK_STEPS:-11,13,14}" > logs/crosscheck.out 2> logs/crosscheck.err
   echo "crosscheck rc=$? $((SECONDS-t0))s"; tail -n 14 logs/crosscheck.out
 fi
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
