@@ -338,10 +338,15 @@ def prior_config(step, prior, cfg, size, arch, tuned: bool = False):
     extends its prior's): same tiles, threads and stages on both sides of the diff, so the
     diff is the step's idea alone, not a change of tuned config beside it. With `tuned`, or
     where that config is not valid for the prior (step 1 at step 2's 64x64 tile would need
-    4096 threads), the prior's own tuned config."""
+    4096 threads), the prior's own tuned config; also where step.Config does not extend
+    prior.Config (step 12's warp tiles for tensor cores after step 11's thread tiles: fields
+    of one name, such as warp_m, mean different things there)."""
     tuned_cfg = prior.default_config(*size)
     if tuned:
         return tuned_cfg, f"step {prior.number}'s own tuned config, --tuned-prior"
+    if not issubclass(step.Config, prior.Config):
+        return tuned_cfg, (f"step {prior.number}'s own tuned config: step {step.number}'s "
+                           f"{step.Config.__name__} does not extend {prior.Config.__name__}")
     names = {f.name for f in dataclasses.fields(prior.Config)}
     try:
         shared = prior.Config(**{k: v for k, v in cfg.as_dict().items() if k in names})

@@ -142,21 +142,27 @@ def test_ad_hoc_shapes():
 # --- which steps ---------------------------------------------------------------------------------
 
 
-def _fake_step(number, **marks):
-    return SimpleNamespace(number=number, module=SimpleNamespace(**marks))
+def _fake_step(number, precision="fp32", tensor_cores=False):
+    """What final_fp32_step reads of a step: the registry's precision and tensor_cores."""
+    return SimpleNamespace(number=number, precision=precision, tensor_cores=tensor_cores)
 
 
 def test_the_default_is_the_final_fp32_cuda_core_step():
-    assert bench.final_fp32_step() is max(
-        (s for s in schedules.STEPS if bench.cuda_core_fp32(s)), key=lambda s: s.number)
-    assert bench.final_fp32_step().number >= 10
-    fake = [_fake_step(10), _fake_step(11), _fake_step(12, TENSOR_CORES=True, PRECISION="tf32"),
-            _fake_step(14, TENSOR_CORES=True), _fake_step(13, PRECISION="tf32")]
+    final = bench.final_fp32_step()
+    assert final is max((s for s in schedules.STEPS if bench.cuda_core_fp32(s)), key=lambda s: s.number)
+    assert final.number >= 10 and final.precision == "fp32" and not final.tensor_cores
+    # The tensor-core steps after it (12-14) are never the default, fp32-accurate or not.
+    assert all(s.tensor_cores for s in schedules.STEPS if s.number > final.number)
+    assert not bench.cuda_core_fp32(schedules.get_step(14)) and schedules.get_step(14).precision == "fp32"
+    fake = [_fake_step(10), _fake_step(11), _fake_step(12, "tf32", True),
+            _fake_step(14, "fp32", True), _fake_step(13, "tf32")]
     assert bench.final_fp32_step(fake).number == 11
     with pytest.raises(schedules.ConfigError):
-        bench.final_fp32_step([_fake_step(12, TENSOR_CORES=True)])
-    assert bench.step_tolerance(_fake_step(12, TOLERANCE=5e-3)) == 5e-3
-    assert bench.step_tolerance(_fake_step(10)) == harness.TOLERANCE
+        bench.final_fp32_step([_fake_step(12, "fp32", True)])
+    # The bound each step is checked against: TF32's own for 12 and 13, fp32's for the rest.
+    for step in schedules.STEPS:
+        expected = harness.TF32_TOLERANCE if step.number in (12, 13) else harness.TOLERANCE
+        assert bench.step_tolerance(step) == expected, step.number
 
 
 # --- the command line ----------------------------------------------------------------------------

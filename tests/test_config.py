@@ -21,6 +21,9 @@ from schedules.config import (
     RegisterTileConfig,
     SharedTileConfig,
     SplitKConfig,
+    TensorCoreConfig,
+    TensorCorePipelineConfig,
+    TF32x3Config,
     TunedConfig,
     WarpTileConfig,
 )
@@ -30,7 +33,8 @@ from .checks import config_error
 STEPS = schedules.STEPS
 CONFIG_CLASSES = (
     GridConfig, RegisterTileConfig, SharedTileConfig, CooperativeFetchConfig,
-    AsyncCopyConfig, ConflictFreeConfig, WarpTileConfig, TunedConfig,
+    AsyncCopyConfig, ConflictFreeConfig, WarpTileConfig, TunedConfig, SplitKConfig,
+    TensorCoreConfig, TensorCorePipelineConfig, TF32x3Config,
 )
 
 
@@ -341,6 +345,14 @@ def test_valid_arch_targets(arch):
         (1, {"block_m": 16, "block_n": 16}),
         (6, CooperativeFetchConfig().as_dict()),
         (10, TunedConfig().as_dict()),
+        # The tensor-core steps: CUDA-core configs, and each other's, are rejected both ways.
+        (12, SplitKConfig()),
+        (12, TensorCorePipelineConfig()),
+        (13, TensorCoreConfig()),
+        (13, TF32x3Config()),
+        (14, TensorCorePipelineConfig()),
+        (11, TensorCoreConfig()),
+        (14, TF32x3Config().as_dict()),
     ],
     ids=lambda v: v if isinstance(v, int) else type(v).__name__,
 )
@@ -382,7 +394,8 @@ def test_steps_take_only_their_own_config_class(pair):
 
 
 # A non-default config of each class, with a thread count its step's 2048^3 default lacks:
-# 128 threads where the default has 256 (steps 1-9), 256 where it has 128 (step 10).
+# 128 threads where the default has 256 (steps 1-9, 13), 256 where it has 128 (steps 10, 12)
+# or 512 (step 14).
 OWN_CONFIGS = {
     GridConfig: GridConfig(block_m=4, block_n=32),
     RegisterTileConfig: RegisterTileConfig(block_m=64, block_n=128, thread_m=8, thread_n=8),
@@ -406,6 +419,15 @@ OWN_CONFIGS = {
         block_m=128, block_n=64, thread_m=8, thread_n=4, block_k=16, stages=3, pad_a=4, warp_m=4,
         raster=8, unroll_k=0, split_k=1,
     ),
+    # Tensor cores: threads are warps x 32, so the count follows the warp tiles.
+    TensorCoreConfig: TensorCoreConfig(block_m=128, block_n=128, block_k=16, warp_m=64, warp_n=32),  # 8 warps
+    TensorCorePipelineConfig: TensorCorePipelineConfig(
+        block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=4, pad_a=8, pad_b=4, raster=4,
+    ),  # 4 warps
+    TF32x3Config: TF32x3Config(
+        block_m=128, block_n=128, block_k=16, warp_m=32, warp_n=64, stages=2, pad_a=0, pad_b=0, raster=2,
+        promote=0,
+    ),  # 8 warps
 }
 
 
@@ -481,13 +503,33 @@ def test_default_configs_validate(step, n):
     assert type(cfg) is step.Config
     cfg.validate(n, n, n)
     assert cfg.threads <= 1024
-    # Every default fits every arch's shared-memory opt-in (sm_86/89's 99 KB the least), and
-    # goes to dynamic shared memory exactly when it is over the 48 KB static limit.
+    step.schedule(n, n, n)  # raises nothing with the default config
+    if step.tensor_cores:
+        # Tensor-core steps always use dynamic shared memory: the operand stages and the C tile
+        # staged after the k loop share one buffer (MergeSharedMemoryAllocations merges only
+        # shared.dyn), so their footprint is the larger of the two, not the sum.
+        assert cfg.shared_scope == "shared.dyn"
+        assert cfg.shared_bytes == max(cfg.stages * cfg.operand_bytes, cfg.output_bytes)
+        # Their large-size defaults are tuned for sm_90 (227 KB per block): steps 13 and 14 at
+        # 2048 take 153 and 159 KB, over sm_86/89's 99 KB. sm_90 and sm_80 fit; a smaller arch
+        # is refused by build() with the one-line error, before anything is compiled.
+        cfg.check_shared_memory("sm_90")
+        cfg.check_shared_memory("sm_80")
+        for arch in ("sm_86", "sm_89"):
+            if cfg.shared_bytes <= MAX_SHARED_BYTES[arch]:
+                cfg.check_shared_memory(arch)
+                continue
+            assert step.number in (13, 14) and n == 2048
+            msg = config_error(lambda: schedules.build(step, n, n, n, arch=arch), "shared memory",
+                               str(cfg.shared_bytes), "99 KB", arch)
+            assert "sm_90" not in msg
+        return
+    # Every CUDA-core default fits every arch's shared-memory opt-in (sm_86/89's 99 KB the
+    # least), and goes to dynamic shared memory exactly when it is over the 48 KB static limit.
     for arch in schedules.VALID_ARCHS:
         cfg.check_shared_memory(arch)
     assert cfg.shared_bytes <= min(MAX_SHARED_BYTES.values())
     assert cfg.shared_scope == ("shared.dyn" if cfg.shared_bytes > 48 * 1024 else "shared")
-    step.schedule(n, n, n)  # raises nothing with the default config
 
 
 # What each step's docstring documents: (block_m, block_n, thread_m, thread_n, block_k, vector).
@@ -509,6 +551,23 @@ DEFAULTS[7] = {
 }
 DEFAULTS[8] = {n: (*cfg, 4, 0) for n, cfg in DEFAULTS[7].items()}
 DEFAULTS[9] = {n: (*cfg, 4, 1) for n, cfg in DEFAULTS[8].items()}
+# Tensor cores, as their modules document: (block_m, block_n, block_k, warp_m, warp_n, vector),
+# + stages, pad_a, pad_b, raster from step 13, + promote from step 14.
+# Step 12: 64 x 64 blocks of four 32 x 32 warps up to 1024^2 outputs, then 128 x 128 of 64 x 64.
+DEFAULTS[12] = {512: (64, 64, 32, 32, 32, 4), 1024: (64, 64, 32, 32, 32, 4), 2048: (128, 128, 32, 64, 64, 4)}
+# Step 13: 4 stages of 64 x 64 at 512, 64 x 128 at 1024, 8 warps of 64 x 64 in 128 x 256 blocks
+# rasterized 8 wide at 2048; pads of 4 (A) and 8 (B) floats everywhere.
+DEFAULTS[13] = {
+    512: (64, 64, 32, 32, 32, 4, 4, 4, 8, 1),
+    1024: (64, 128, 32, 32, 64, 4, 3, 4, 8, 1),
+    2048: (128, 256, 32, 64, 64, 4, 3, 4, 8, 8),
+}
+# Step 14: promoted accumulation everywhere; 16 warps of 64 x 32 in 256 x 128 blocks at 2048.
+DEFAULTS[14] = {
+    512: (64, 64, 32, 32, 32, 4, 3, 4, 8, 1, 1),
+    1024: (64, 64, 32, 32, 32, 4, 3, 4, 8, 1, 1),
+    2048: (256, 128, 32, 64, 32, 4, 3, 4, 8, 8, 1),
+}
 
 
 def _tuned_file_defaults(path=step10_tuned.TUNED_PATH, config_class=TunedConfig) -> dict[int, tuple]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import schedules
 from schedules import nvrtc
 
-STEPS = sorted({1, 7, schedules.STEPS[-1].number})  # the plainest, cp.async's helpers, the last
+STEPS = sorted({1, 7, schedules.STEPS[-1].number})  # the plainest, cp.async's helpers, the last (mma.h)
 
 COMPILE = r"""
 import json, sys
@@ -68,6 +68,9 @@ def test_wheel_headers_are_used_unless_cuda_path_is_set():
     assert root is not None, "the cuda-toolkit[cudart,cccl] wheels are not installed"
     assert env["CUDA_PATH"] == str(root)
     assert (root / "include" / "cuda_runtime.h").is_file()
+    # The tensor-core steps' kernels include mma.h, which includes crt/mma.h: the crt wheel's,
+    # in the same include directory (without it NVRTC stops with "cannot open source file").
+    assert (root / "include" / "crt" / "mma.h").is_file(), "the cuda-toolkit[crt] wheel is not installed"
     cccl, rest = env[nvrtc.EXTRA_OPTS].split(" ", 1)
     assert cccl.startswith("-I") and (Path(cccl[2:]) / "cuda" / "std" / "cstdint").is_file()
     assert rest == "--ftz=false"  # the user's own NVRTC flags are kept

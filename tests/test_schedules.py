@@ -16,6 +16,10 @@ import pytest
 import schedules
 
 STEPS = schedules.STEPS
+# Steps 1-11 compute on CUDA cores: per-thread micro-tiles of C, FFMA accumulators, float4
+# fragment loads. The tensor-core steps (12-14) replace those with warp fragments and mma.sync;
+# the tests of those features are in tests/test_tensor_cores.py.
+CUDA_CORE_STEPS = [s for s in STEPS if not s.tensor_cores]
 SIZES = (256, 2048)
 ARCHS = ("sm_90", "sm_80")
 NVCC_SIZE = 2048
@@ -278,6 +282,18 @@ def test_shared_memory_staging(step, n):
         assert not SYNC_RE.search(src)
         return
     assert SYNC_RE.search(src)
+    if step.tensor_cores:
+        # `stages` slices of A (rows padded by pad_a) and of B (rows padded by pad_b), and after
+        # the k loop the C tile (rows padded by pad_b), merged into one dynamic buffer: always
+        # shared.dyn, its size the larger of the two, passed at launch.
+        floats = lambda rows, cols: rows * cols * 4
+        operands = cfg.stages * (floats(cfg.block_m, cfg.block_k + cfg.pad_a) + floats(cfg.block_k, cfg.block_n + cfg.pad_b))
+        assert cfg.shared_bytes == max(operands, floats(cfg.block_m, cfg.block_n + cfg.pad_b))
+        assert cfg.shared_scope == "shared.dyn" and is_dynamic(src)
+        assert not re.search(r"^\s*__shared__", src, re.M)
+        launch_constants = {int(v) for v in re.findall(r"store i64 (\d+),", _host(step.number, n))}
+        assert cfg.shared_bytes in launch_constants, "dynamic shared bytes not passed at launch"
+        return
     # What the config budgets for (and validates): one block_k slice of each operand through
     # step 6 (which double-buffers in registers); from step 7 `stages` slices, with A's rows
     # padded by pad_a floats from step 8.
@@ -314,6 +330,16 @@ def test_cooperative_float4_fetch(step, n):
         assert not shared_copies(src, "A") and not shared_copies(src, "B")
         return
     for op in ("A", "B"):
+        if step.tensor_cores and not step.pass_config.get("tirx.use_async_copy"):
+            # Step 12 (tensor cores before the pipeline): a float4 per thread per round straight
+            # from global into the dynamic shared buffer, no cp.async and no register staging.
+            assert not cp_async_copies(src, op) and not staging_loads(src, op)
+            copies = [(lhs, rhs) for lhs, rhs in _statements(src)
+                      if lhs.startswith("*(float4*)(((float*)buf_dyn_shmem_ptr)") and rhs.startswith(f"*(float4*)({op}_ptr")]
+            assert copies, f"no float4 global->shared copy of {op}"
+            for lhs, _ in copies:
+                assert "threadIdx.x" in lhs and "threadIdx.y" in lhs, lhs
+            continue
         if step.number >= 7:
             # global -> shared by cp.async, 16 bytes per thread per round, no registers.
             assert not shared_copies(src, op), shared_copies(src, op)
@@ -394,7 +420,7 @@ def test_fetch_gives_each_thread_a_contiguous_run(step):
     assert rounds_seen == {1, 2}, "the 256 default should give A one round and B two"
 
 
-@pytest.mark.parametrize("step", STEPS[6:], ids=_step_id)
+@pytest.mark.parametrize("step", [s for s in STEPS[6:] if not s.tensor_cores], ids=_step_id)
 def test_fetch_rounds_outermost_is_warp_contiguous(step):
     """Steps 7+: the copy splits as [rounds, threadIdx.y, threadIdx.x, vector], so one
     cp.async instruction of a warp covers 32 consecutive float4s of the (unpermuted) tile.
@@ -423,7 +449,7 @@ def test_fetch_rounds_outermost_is_warp_contiguous(step):
                 assert re.search(rf"\(ax0_ax1_fused_0\w* \* {cfg.threads * cfg.vector}\)", dst_off), dst_off
 
 
-@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+@pytest.mark.parametrize("step", CUDA_CORE_STEPS, ids=_step_id)
 @pytest.mark.parametrize("n", SIZES)
 def test_register_accumulator(step, n):
     src = _source(step.number, n)
@@ -453,7 +479,7 @@ FRAGMENT_DECL_RE = re.compile(
 )
 
 
-@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+@pytest.mark.parametrize("step", CUDA_CORE_STEPS, ids=_step_id)
 @pytest.mark.parametrize("n", SIZES)
 def test_register_fragments_load_as_float4(step, n):
     """Step 5+: per run of `vector` k steps, thread_m x vector of A and vector x thread_n of B

@@ -101,6 +101,15 @@ def _unpadded_schedule(step, n: int):
 def test_divisible_shapes_get_the_unpadded_ir(step, n):
     """Same TensorIR as the path without padding, and the same pass configs, so the same CUDA
     and the same speed: no pad block, no narrowed vector, no predicate."""
+    if getattr(step.module, "computation", None) is not None:
+        # Step 14 computes over split operands, a PrimFunc of its own with its own A_pad, B_pad
+        # and C_pad blocks (no pad-free path to compare with): where the tiles divide, the pads
+        # are the identity, their bounds checks fold away, and the kernel has no predicate.
+        assert padding.padded_shape(step.default_config(n, n, n), n, n, n) == (n, n, n)
+        kernel = cli.kernel_only(_source(step.number, n, n, n))
+        assert not re.search(r"\bif \(|condval|\?", kernel), "a predicate where the tiles divide"
+        assert re.search(r"\bif \(|condval", cli.kernel_only(_source(step.number, n - 1, n, n)))
+        return
     padded_path = step.schedule(n, n, n).mod
     tvm.ir.assert_structural_equal(padded_path, _unpadded_schedule(step, n).mod)
     assert "_pad" not in padded_path.script()
@@ -192,10 +201,16 @@ def serial_cpu_build(step, M: int, N: int, K: int):
 SERIAL_SHAPES = [(33, 65, 129), (1, 24, 7), (9, 1, 20)]
 
 
+# CUDA-core steps only: the tensor-core steps' tensorized blocks are PTX (ldmatrix, mma.sync)
+# with no CPU lowering. Step 14's split computation (its padding included) is run on the CPU in
+# tests/test_tensor_cores.py; the tensorized kernels are checked on the GPU.
+SERIAL_STEPS = [s for s in STEPS if not s.tensor_cores]
+
+
 @pytest.mark.parametrize("shape", SERIAL_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+@pytest.mark.parametrize("step", SERIAL_STEPS, ids=_step_id)
 def test_padded_ir_computes_the_product(step, shape):
-    if shape != SERIAL_SHAPES[0] and step.number not in (2, STEPS[-1].number):
+    if shape != SERIAL_SHAPES[0] and step.number not in (2, SERIAL_STEPS[-1].number):
         pytest.skip("degenerate shapes on a representative subset of steps (CPU time)")
     M, N, K = shape
     lib = serial_cpu_build(step, M, N, K)

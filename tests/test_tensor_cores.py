@@ -1,0 +1,468 @@
+"""The tensor-core rungs (steps 12-14) without a GPU: they build, the CUDA shows the feature,
+nvcc reports no spills or stack frame, configs fail in one line, the fragment maps are right,
+and the arithmetic of 3xTF32 (split, promoted accumulation) holds in a numpy emulation.
+
+On a GPU (``@pytest.mark.gpu``): correctness at odd shapes within each step's own bound, and
+3xTF32 within fp32's 1e-5 at 4096^3 and at K = 16384.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+import pytest
+import tvm
+
+import schedules
+from schedules import step14_3xtf32, tensor_intrin as ti
+from schedules.config import TensorCoreConfig, TensorCorePipelineConfig, TF32x3Config
+from steps import cli, harness, nvcc
+
+from .checks import config_error
+
+TC_STEPS = [s for s in schedules.STEPS if s.tensor_cores]
+SHAPES = [(512, 512, 512), (2048, 2048, 2048), (1000, 1500, 700), (1, 300, 77)]
+ODD = [(1000, 1500, 700), (1, 300, 77)]
+MMA = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+
+
+def _id(value) -> str:
+    return f"step{value.number}" if hasattr(value, "number") else "x".join(map(str, value))
+
+
+@functools.lru_cache(maxsize=None)
+def _lib(number: int, shape: tuple, config=None):
+    return schedules.build(number, *shape, config=config)
+
+
+@functools.lru_cache(maxsize=None)
+def _source(number: int, shape: tuple, config=None) -> str:
+    return schedules.cuda_source(_lib(number, shape, config))
+
+
+def test_the_tensor_core_steps_are_12_to_14():
+    assert [s.number for s in TC_STEPS] == [12, 13, 14]
+    assert [s.precision for s in TC_STEPS] == ["tf32", "tf32", "fp32"]
+    assert [s.Config for s in TC_STEPS] == [TensorCoreConfig, TensorCorePipelineConfig, TF32x3Config]
+    assert all(s.precision == "fp32" and not s.tensor_cores for s in schedules.STEPS if s.number < 12)
+    # Each extends its prior's config (step 12 starts a new kind: warp tiles, not thread tiles).
+    assert issubclass(TF32x3Config, TensorCorePipelineConfig) and issubclass(TensorCorePipelineConfig, TensorCoreConfig)
+
+
+@pytest.mark.parametrize("step", schedules.STEPS, ids=_id)
+def test_tolerance_per_step(step):
+    """TF32 steps are held to their own labelled bound, never fp32's; 3xTF32 to fp32's."""
+    expected = harness.TF32_TOLERANCE if step.number in (12, 13) else harness.TOLERANCE
+    assert harness.tolerance(step) == harness.tolerance(step.number) == expected
+    assert harness.TOLERANCE == 1e-5 < harness.TF32_TOLERANCE
+
+
+# --- builds and what the CUDA shows ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=_id)
+@pytest.mark.parametrize("step", TC_STEPS, ids=_id)
+def test_builds_with_mma_ldmatrix_and_cp_async(step, shape):
+    src = _source(step.number, shape)
+    cfg = step.default_config(*shape)
+    kernels = re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(', src)
+    assert {name for _, name in kernels} == {"main_kernel"}
+    assert {int(b) for b, _ in kernels} == {cfg.threads} and cfg.threads % 32 == 0
+    assert MMA in src
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in src  # A's fragments
+    # 16-byte copies (.cg) where 4 | N and 4 | K, 4-byte ones (.ca) otherwise.
+    has_cp_async = re.search(r"cp\.async\.c[ag]\.shared\.global", src) is not None
+    assert has_cp_async == (step.number >= 13), f"step {step.number}: cp.async {has_cp_async}"
+    # No FFMA-style accumulation into C: every product goes through the tensor cores.
+    assert not re.search(r"C\w*_local\w*\[\d+\] = \(C\w*_local\w*\[\d+\] \+ \(\w+\[[^\]]+\] \* ", src)
+
+
+@pytest.mark.parametrize("step", TC_STEPS, ids=_id)
+def test_fragments_and_accumulator_are_per_thread_registers(step):
+    """Per lane: 8 accumulators per 16 x 16 tile of the warp's C, 4 registers per 16 x 8 (A) or
+    8 x 16 (B) fragment, twice that (big, small) for 3xTF32."""
+    shape = (512, 512, 512)
+    cfg = step.default_config(*shape)
+    src = _source(step.number, shape)
+    tiles_m, tiles_n = cfg.warp_m // 16, cfg.warp_n // 16
+    acc = re.findall(r"^\s*alignas\(\d+\) float (C\w*_local_ptr)\[(\d+)\];", src, re.M)
+    assert [int(n) for _, n in acc] == [tiles_m * tiles_n * 8] == [cfg.warp_m * cfg.warp_n // 32]
+    per = 8 if step.number == 14 else 4
+    name = "split_local" if step.number == 14 else "shared_dyn_local"
+    for op, tiles in (("A", tiles_m), ("B", tiles_n)):
+        sizes = {int(n) for n in re.findall(rf"float {op}_{name}_ptr(?:_\d+)?\[(\d+)\];", src)}
+        assert sizes == {tiles * per}, (op, sizes)
+    # B's fragment: four 32-bit shared loads per lane per 8 x 16 tile, no ldmatrix (.trans
+    # swaps 16-bit halves, not fp32 elements).
+    b_loads = re.findall(rf"B_{name}_ptr\[\d+\] = \(\(float\*\)buf_dyn_shmem_ptr\)\[", src)
+    assert b_loads, "no 32-bit shared load into B's fragment"
+
+
+def _mma_count(src: str) -> int:
+    return src.count(MMA)
+
+
+# One block / warp configuration, built as step 13 and as step 14 (promote 0 and 1).
+SAME_TILES = [
+    ((512, 512, 512), dict(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=3)),
+    ((1000, 1500, 700), dict(block_m=128, block_n=128, block_k=16, warp_m=64, warp_n=32, stages=2, raster=4)),
+]
+
+
+@pytest.mark.parametrize("shape, tiles", SAME_TILES, ids=lambda v: _id(v) if isinstance(v, tuple) else "")
+def test_3xtf32_issues_three_mma_per_tile_product(shape, tiles):
+    tf32 = _source(13, shape, TensorCorePipelineConfig(**tiles))
+    n13 = _mma_count(tf32)
+    assert n13 > 0 and n13 % 2 == 0  # two m16n8k8 per 16 x 16 x 8 tile
+    for promote in (0, 1):
+        split = _source(14, shape, TF32x3Config(**tiles, promote=promote))
+        assert _mma_count(split) == 3 * n13, (promote, _mma_count(split), n13)
+
+
+# `C_acc_shared_dyn_local_ptr[5] = (C_acc_shared_dyn_local_ptr[5] + acc_ptr_3[5]);`
+PROMOTE_ADD_RE = re.compile(r"(C\w*_local_ptr)\[(\d+)\] = \(\1\[\2\] \+ (acc_ptr(?:_\d+)?)\[(\d+)\]\);")
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (1000, 1500, 700)], ids=_id)
+def test_promote_adds_a_fresh_accumulator_in_fp32(shape):
+    """promote 1: per 8 k, the three products of a 16 x 16 tile go to a zeroed local `acc`
+    (6 mma: 2 halves x 3 products) that 8 fp32 adds fold into C; promote 0: straight into C."""
+    tiles = SAME_TILES[0][1]
+    promoted = _source(14, shape, TF32x3Config(**tiles, promote=1))
+    adds = PROMOTE_ADD_RE.findall(promoted)
+    # Register r of a tile's accumulator folds into register r of that tile's 8 in C.
+    assert adds and all(int(c_reg) % 8 == int(acc_reg) for _, c_reg, _, acc_reg in adds)
+    assert len(adds) == 8 * _mma_count(promoted) // 6
+    accs = re.findall(r"float (acc_ptr(?:_\d+)?)\[(\d+)\];", promoted)
+    assert accs and {n for _, n in accs} == {"8"}
+    zeroed = re.findall(r"\b(acc_ptr(?:_\d+)?)\[\d\] = 0x0p\+0f", promoted)
+    assert len(zeroed) == 8 * len(accs)
+    # Each mma of the promoted kernel accumulates into an acc, none into C directly.
+    outputs = re.findall(r'"=f"\(\(\(float \*\)\((\w+) \+ \d+\)\)\[0\]\)', promoted)
+    assert outputs and all(o.startswith("acc_ptr") for o in outputs)
+    plain = _source(14, shape, TF32x3Config(**tiles, promote=0))
+    assert not PROMOTE_ADD_RE.search(plain) and "acc_ptr" not in plain
+    outputs = re.findall(r'"=f"\(\(\(float \*\)\((\w+) \+ \d+\)\)\[0\]\)', plain)
+    assert outputs and all(re.fullmatch(r"C\w*_local_ptr", o) for o in outputs)
+
+
+def test_split_happens_once_per_fragment_in_registers():
+    """3xTF32 splits at the shared -> register load: the TF32 mask 0xFFFFE000 and the +0x1000
+    rounding of `small` on fragment registers, never on shared memory."""
+    src = _source(14, (512, 512, 512))
+    mask = f"(uint){ti.TF32_MASK}"
+    masks = src.count(mask)
+    rounds = src.count(f"+ (uint){ti.TF32_HALF}) & {mask}")
+    # Per fragment register: big for x - big, x - big rounded (small), big again in place.
+    assert rounds > 0 and masks == 3 * rounds
+    # The split's inputs are fragment registers, loaded once from shared memory, never
+    # shared memory itself (that would split per use).
+    inputs = re.findall(r"float (v_\w*) = (.+);", src)  # per register: x, x - big, x
+    assert len(inputs) == 3 * rounds
+    assert all(re.match(r"[AB]_split_local_ptr(?:_\d+)?\[\d+\]", rhs) for _, rhs in inputs), inputs[:3]
+    # small goes to registers 4-7 of a fragment's 8, big stays in 0-3.
+    smalls = re.findall(r"([AB]_split_local_ptr(?:_\d+)?)\[(\d+)\] = \(\*\(float \*\)", src)
+    assert len(smalls) == 2 * rounds
+    assert sum(int(reg) % 8 >= 4 for _, reg in smalls) == rounds
+    assert mask not in _source(13, (512, 512, 512))
+
+
+@pytest.mark.parametrize("step", TC_STEPS, ids=_id)
+def test_odd_shapes_predicate_loads_and_stores(step):
+    for shape in ODD:
+        kernel = cli.kernel_only(_source(step.number, shape))
+        M, N, K = shape
+        # Bounds in float4s where 4 | N and 4 | K (1000 x 1500 x 700), in floats otherwise.
+        vec = 4 if N % 4 == 0 and K % 4 == 0 else 1
+        conds = re.findall(r"if \((.*)\) \{", kernel)
+        assert conds, f"step {step.number} at {shape}: no predicate"
+        # Bounds are counted in elements or in vectors of the copy (float4 where 4 divides).
+        bounds = {M, N, K, N // 4, K // 4} - {1}
+        assert any(re.search(rf"< {b}\)", c) for c in conds for b in bounds), conds[:4]
+        # The store to C is under a condition.
+        assert re.search(r"if \([^\n]*\) \{\n(?:[^\n]*\n){0,3}\s*(?:\*\(float\d?\*\)\()?C_ptr\b", kernel), \
+            "no predicated store to C"
+        # Operand loads: zero-filling where out of bounds (a predicated cp.async for 13/14,
+        # a selected value for 12).
+        if step.number >= 13:
+            # cp.async with a source size of 0 where out of bounds: shared memory gets zeros.
+            copies = [c for c in re.findall(r"(ptx_cp_async\w*)\(", kernel) if "_legacy_" in c]
+            assert copies and all("_pred_" in c for c in copies), sorted(set(copies))
+        else:
+            assert "condval" in kernel
+    whole = cli.kernel_only(_source(step.number, (512, 512, 512)))
+    assert not re.search(r"\bif \(|condval", whole), "a predicate where the tiles divide"
+
+
+# --- nvcc: no spills, no stack frame --------------------------------------------------------
+
+NVCC_SHAPES = [(512, 512, 512), (2048, 2048, 2048), (1000, 1500, 700)]
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+@pytest.mark.parametrize("shape", NVCC_SHAPES, ids=_id)
+@pytest.mark.parametrize("step", TC_STEPS, ids=_id)
+def test_nvcc_no_spills_no_stack_frame(step, shape):
+    report = nvcc.compile_report(_source(step.number, shape), "sm_90")
+    assert report.ok, report.log[-2000:]
+    cfg = step.default_config(*shape)
+    where = f"step {step.number} at {_id(shape)} ({cfg.threads} threads, {report.registers} registers)"
+    assert report.spills == 0, f"{where}: {report.spill_stores} B spill stores, {report.spill_loads} B spill loads"
+    assert report.stack_bytes == 0, f"{where}: {report.stack_bytes} B stack frame"
+    assert report.registers <= min(255, 65536 // cfg.threads)
+    assert report.shared_bytes == 0  # dynamic only: sized at launch, not seen by ptxas
+
+
+# --- config validation: one line each -------------------------------------------------------
+
+BAD_CONFIGS = [
+    (TensorCoreConfig(warp_m=24, block_m=96), ("warp_m", "multiple of 16")),
+    (TensorCoreConfig(warp_n=40, block_n=80), ("warp_n", "multiple of 16")),
+    (TensorCoreConfig(block_k=12), ("block_k", "multiple of 8")),
+    (TensorCoreConfig(block_m=96, warp_m=64), ("warp_m", "divide", "block_m")),
+    (TensorCoreConfig(block_n=96, warp_n=64), ("warp_n", "divide", "block_n")),
+    (TensorCoreConfig(block_m=256, block_n=256, warp_m=32, warp_n=32), ("64 warps", "2048 threads", "1024")),
+    (TensorCoreConfig(vector=3), ("vector", "1, 2 or 4")),
+    (TensorCoreConfig(block_m=0), ("block_m", "positive integer")),
+    (TensorCoreConfig(warp_n=16.0), ("warp_n", "positive integer")),
+    (TensorCorePipelineConfig(stages=1), ("stages", "2 to 5")),
+    (TensorCorePipelineConfig(stages=6), ("stages", "2 to 5")),
+    (TensorCorePipelineConfig(pad_a=2), ("pad_a", "multiple of 4")),
+    (TensorCorePipelineConfig(pad_b=32), ("pad_b", "below 32")),
+    (TensorCorePipelineConfig(pad_b=-4), ("pad_b", "non-negative")),
+    (TensorCorePipelineConfig(block_k=128, stages=5), ("shared memory", "227 KB")),
+    (TF32x3Config(promote=2), ("promote", "0 or 1")),
+    (TF32x3Config(promote=True), ("promote", "0 or 1")),
+    (TF32x3Config(promote=-1), ("promote", "0 or 1")),
+    (TF32x3Config(stages=0), ("stages", "2 to 5")),
+]
+
+
+@pytest.mark.parametrize("cfg, words", BAD_CONFIGS, ids=lambda v: repr(v) if isinstance(v, tuple) else "")
+def test_bad_configs_are_one_line_errors(cfg, words):
+    config_error(lambda: cfg.validate(1024, 1024, 1024), *words)
+    step = next(s for s in TC_STEPS if s.Config is type(cfg))
+    config_error(lambda: step.schedule(1000, 1500, 700, cfg), *words)
+
+
+def test_the_tile_copies_must_split_evenly():
+    # 16 warps (512 threads) x float4 = 2048 floats per round; A's 64 x 8 tile is 512.
+    cfg = TensorCoreConfig(block_m=64, block_n=512, block_k=8, warp_m=16, warp_n=128)
+    config_error(lambda: cfg.validate(1024, 1024, 1024), "A tile", "evenly", "512 threads")
+
+
+def test_good_configs_validate_at_any_shape():
+    for cls in (TensorCoreConfig, TensorCorePipelineConfig, TF32x3Config):
+        for shape in SHAPES + [(1, 1, 1), (3, 5, 7)]:
+            cls().validate(*shape)
+    TensorCorePipelineConfig(stages=2, pad_a=0, pad_b=0).validate(64, 64, 64)
+    TF32x3Config(promote=0, stages=5, block_k=16).validate(64, 64, 64)
+
+
+# --- the fragment maps (PTX ISA, mma.m16n8k8 TF32) ------------------------------------------
+
+
+def _bijection(fragment, rows: int, cols: int, regs: int) -> dict:
+    owners = {(r, c): fragment(r, c) for r in range(rows) for c in range(cols)}
+    assert len(set(owners.values())) == rows * cols, "two elements in one (lane, register)"
+    assert set(owners.values()) == {(lane, reg) for lane in range(ti.WARP) for reg in range(regs)}
+    return owners
+
+
+def test_fragment_maps_are_bijections_onto_32_lanes():
+    a = _bijection(ti.a_fragment, ti.TILE_M, ti.TILE_K, ti.FRAG_AB)
+    b = _bijection(ti.b_fragment, ti.TILE_K, ti.TILE_N, ti.FRAG_AB)
+    c = _bijection(ti.c_fragment, ti.TILE_M, ti.TILE_N, ti.FRAG_C)
+    # Spot checks against the PTX ISA's tables (g = lane // 4, t = lane % 4).
+    assert a[(9, 5)] == (4 * 1 + 1, 3)  # a3 holds (g + 8, t + 4)
+    assert b[(5, 3)] == (4 * 3 + 1, 1)  # b1 holds (t + 4, g)
+    assert b[(2, 12)] == (4 * 4 + 2, 2)  # n + 8: registers 2, 3
+    assert c[(8, 3)] == (4 * 0 + 1, 3)  # c3 holds (g + 8, 2t + 1)
+    assert c[(1, 14)] == (4 * 1 + 3, 4)  # n + 8: registers 4-7
+
+
+def test_b_element_inverts_b_fragment():
+    for lane in range(ti.WARP):
+        for reg in range(ti.FRAG_AB):
+            assert ti.b_fragment(*ti.b_element(lane, reg)) == (lane, reg)
+
+
+def test_ldmatrix_row_addresses_give_the_a_fragment():
+    """ldmatrix.x4: lane l gives the row address of matrix l // 8 (row l % 8); lane l receives
+    element (l // 4, l % 4) of each 8 x 4 fp32 matrix. The load's address for lane tx is
+    row tx % 16, column 4 (tx // 16): matrices (rows 0-7, k 0-3), (8-15, 0-3), (0-7, 4-7),
+    (8-15, 4-7), which must be what a_fragment puts in registers 0-3."""
+    starts = {tx: (tx % 16, 4 * (tx // 16)) for tx in range(ti.WARP)}
+    for lane in range(ti.WARP):
+        for reg in range(ti.FRAG_AB):
+            row0, col0 = starts[8 * reg]  # matrix `reg` is addressed by lanes 8 reg .. 8 reg + 7
+            assert [starts[8 * reg + r] for r in range(8)] == [(row0 + r, col0) for r in range(8)]
+            element = (row0 + lane // 4, col0 + lane % 4)
+            assert ti.a_fragment(*element) == (lane, reg)
+
+
+def test_store_formula_inverts_c_fragment():
+    """The store implementation writes register r of lane tx to (tx // 4 + 8 (r // 2 % 2),
+    8 (r // 4) + 2 (tx % 4) + r % 2): that must be c_fragment's inverse."""
+    import inspect
+
+    source = inspect.getsource(ti._store)
+    assert "O[tx // 4 + 8 * (r // 2 % 2), 8 * (r // 4) + 2 * (tx % 4) + r % 2] = C[r]" in source
+    for tx in range(ti.WARP):
+        for r in range(ti.FRAG_C):
+            i, j = tx // 4 + 8 * (r // 2 % 2), 8 * (r // 4) + 2 * (tx % 4) + r % 2
+            assert ti.c_fragment(i, j) == (tx, r)
+
+
+def test_mma_register_halves_match_the_maps():
+    """The mma implementation issues n 0-7 with B registers 0-1 and C registers 0-3, n 8-15
+    with B 2-3 and C 4-7: what b_fragment and c_fragment say."""
+    for k in range(ti.TILE_K):
+        for n in range(ti.TILE_N):
+            assert ti.b_fragment(k, n)[1] // 2 == n // 8
+    for i in range(ti.TILE_M):
+        for j in range(ti.TILE_N):
+            assert ti.c_fragment(i, j)[1] // 4 == j // 8
+
+
+# --- 3xTF32 arithmetic, emulated in numpy ---------------------------------------------------
+
+
+def _bits(x):
+    return np.asarray(x, np.float32).view(np.uint32)
+
+
+def tf32_big(x):
+    return (_bits(x) & np.uint32(ti.TF32_MASK)).view(np.float32)
+
+
+def tf32_round(x):
+    return ((_bits(x) + np.uint32(ti.TF32_HALF)) & np.uint32(ti.TF32_MASK)).view(np.float32)
+
+
+def tf32_split(x):
+    big = tf32_big(x)
+    return big, tf32_round(x - big)  # x - big is exact in fp32
+
+
+def test_split_recovers_x_to_2_to_the_minus_22():
+    rng = np.random.default_rng(12)
+    # Normal fp32 values whose `small` is normal too (|x| above ~1e-34; below, small is
+    # subnormal and keeps fewer bits, as it would on the GPU).
+    x = np.concatenate([rng.uniform(-1, 1, 200_000), rng.standard_normal(100_000) * 1e30,
+                        rng.standard_normal(100_000) * 1e-25]).astype(np.float32)
+    big, small = tf32_split(x)
+    # big and small are TF32 values: their low 13 mantissa bits are zero.
+    assert not np.any(_bits(big) & np.uint32(0x1FFF)) and not np.any(_bits(small) & np.uint32(0x1FFF))
+    x64, big64, small64 = (v.astype(np.float64) for v in (x, big, small))
+    assert np.all(np.abs(x64 - big64) < 2.0**-10 * np.abs(x64))  # big: truncated, below one TF32 ulp
+    assert np.all(np.abs(x64 - big64 - small64) <= 2.0**-22 * np.abs(x64))
+    assert np.all(np.sign(big64) * np.sign(x64) >= 0)  # truncation: toward zero, same sign
+    # Without small, TF32 alone is a thousand times coarser.
+    assert np.max(np.abs(x64 - big64) / np.abs(x64)) > 2.0**-11
+
+
+def test_split_matches_the_tir_expression():
+    """The numpy emulation above is the intrinsics' own arithmetic: tf32_split in TensorIR,
+    compiled for the CPU, gives bit-identical big and small."""
+    from tvm.script import tirx as T
+
+    n = 4096
+
+    @T.prim_func(s_tir=True)
+    def split(X: T.Buffer((n,), "float32"), Y: T.Buffer((n, 2), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i, p in T.grid(n, 2):
+            with T.sblock("split"):
+                vi, vp = T.axis.remap("SS", [i, p])
+                Y[vi, vp] = ti.tf32_split(X[vi], vp)
+
+    lib = tvm.compile(tvm.IRModule({"main": split}), target="llvm")
+    x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    y = tvm.runtime.tensor(np.full((n, 2), np.nan, np.float32))
+    lib["main"](tvm.runtime.tensor(x), y)
+    big, small = tf32_split(x)
+    assert np.array_equal(y.numpy()[:, 0].view(np.uint32), big.view(np.uint32))
+    assert np.array_equal(y.numpy()[:, 1].view(np.uint32), small.view(np.uint32))
+
+
+@pytest.mark.parametrize("shape", [(33, 65, 129), (1, 24, 7), (64, 64, 512)], ids=_id)
+def test_3xtf32_computation_is_fp32_accurate_on_the_cpu(shape):
+    """Step 14's computation (split operands, its own pad blocks, before any schedule) run on
+    the CPU: the three products recover fp32 accuracy (a plain TF32 product would be ~1e-4)."""
+    M, N, K = shape
+    cfg = step14_3xtf32.default_config(M, N, K)
+    lib = tvm.compile(tvm.IRModule({"main": step14_3xtf32.computation(M, N, K, cfg)}), target="llvm")
+    a, b = harness.random_operands(M, N, K, np.random.default_rng(M + N + K))
+    c = tvm.runtime.tensor(np.full((M, N), np.nan, np.float32))
+    lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert harness.relative_error(c.numpy(), ref) <= harness.TOLERANCE
+    tf32_only = tf32_big(a).astype(np.float64) @ tf32_big(b).astype(np.float64)
+    assert harness.relative_error(tf32_only.astype(np.float32), ref) > 10 * harness.TOLERANCE
+
+
+def _truncate_to_fp32(x: np.ndarray) -> np.ndarray:
+    """float64 -> fp32 rounding toward zero (the tensor core's accumulation)."""
+    f = x.astype(np.float32)
+    over = np.abs(f.astype(np.float64)) > np.abs(x)
+    f[over] = np.nextafter(f[over], np.float32(0))
+    return f
+
+
+def test_truncating_accumulation_bias_grows_with_k_and_promotion_removes_it():
+    """An emulation of the two accumulations of step 14 (products exact, as the split makes
+    them to within 2^-22): each 8-k step's sum added into C with truncation (promote 0), or
+    truncated into a fresh accumulator and added to C with fp32's round-to-nearest (promote 1).
+    Truncation pulls every partial sum toward zero: a bias linear in K that crosses 1e-5 by
+    K = 4096; promotion's error grows like a rounded sum's, far below."""
+    rng = np.random.default_rng(20261122)
+    errors = {}
+    for K in (256, 1024, 4096):
+        a, b = harness.random_operands(48, 48, K, rng)
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        ref = a64 @ b64
+        truncated = np.zeros(ref.shape, np.float32)
+        promoted = np.zeros(ref.shape, np.float32)
+        for k in range(0, K, 8):
+            step = a64[:, k:k + 8] @ b64[k:k + 8]
+            truncated = _truncate_to_fp32(truncated.astype(np.float64) + step)
+            promoted = promoted + _truncate_to_fp32(step)  # fp32 add: round to nearest
+        bias = float(np.mean((truncated - ref) * np.sign(ref)) / np.sqrt(np.mean(ref**2)))
+        errors[K] = (harness.relative_error(truncated, ref), harness.relative_error(promoted, ref), bias)
+    (t256, p256, bias256), (t1024, _, _), (t4096, p4096, bias4096) = (errors[k] for k in (256, 1024, 4096))
+    assert bias4096 < bias256 < 0  # toward zero, and more of it with K
+    assert 8 < t4096 / t256 < 32  # linear in K: 16x for 16x the steps
+    assert t256 < t1024 < t4096 and t4096 > harness.TOLERANCE
+    assert p4096 / p256 < 8 and p4096 < harness.TOLERANCE / 10
+
+
+# --- on the GPU ------------------------------------------------------------------------------
+
+GPU_ODD = [(1000, 1500, 700), (2047, 2047, 2047), (33, 65, 129), (1, 300, 77), (513, 257, 1025), (7, 4096, 13)]
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with harness.KernelRunner(repeat=3, seed=20261122) as r:
+        yield r
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GPU_ODD, ids=_id)
+@pytest.mark.parametrize("step", TC_STEPS, ids=_id)
+def test_gpu_odd_shapes_within_the_steps_bound(step, shape, runner):
+    lib = schedules.build(step, *shape, arch=harness.gpu_arch())
+    err = runner.check(lib["main"], *shape)
+    bound = harness.tolerance(step)
+    assert err <= bound, f"step {step.number} at {_id(shape)}: relative error {err:.3g} > {bound:g}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (256, 256, 16384)], ids=_id)
+def test_gpu_3xtf32_is_fp32_accurate_at_large_k(shape, runner):
+    lib = schedules.build(14, *shape, arch=harness.gpu_arch())
+    errors = [runner.check(lib["main"], *shape) for _ in range(2)]
+    assert all(e <= harness.TOLERANCE for e in errors), f"3xTF32 at {_id(shape)}: relative errors {errors}"
