@@ -169,26 +169,32 @@ class Pool:
         """Evaluate every job, calling on_result(job, result) as each finishes.
 
         A dead worker breaks the whole pool and fails every job still in flight, and which
-        job killed it is unknown: so those jobs are retried once in a fresh pool, and a job
-        that is in flight when the pool breaks a second time is reported as failed."""
-        pending, retried = list(range(len(jobs))), set()
-        while pending:
-            submitted = {self.pool.submit(self.evaluate, *jobs[i]): i for i in pending}
-            broken = []
-            for fut in futures.as_completed(submitted):
-                i = submitted[fut]
-                try:
-                    on_result(jobs[i], fut.result())
-                except futures.process.BrokenProcessPool:
-                    broken.append(i)
-            if broken:
-                self.pool.shutdown(cancel_futures=True)
-                self._new()
-            for i in broken:
-                if i in retried:
-                    on_result(jobs[i], self.died(jobs[i], "worker died (CUDA fault?) twice"))
-            pending = [i for i in broken if i not in retried]
-            retried.update(pending)
+        job killed it is unknown: so those jobs are retried together in a fresh pool; the ones
+        in flight when that pool breaks too are retried once more, each alone, and only a job
+        that breaks a pool by itself is reported as failed. (A kernel that kills its worker
+        before it can report, as a misaligned address can, breaks the pool in both shared
+        rounds and would otherwise take the jobs running beside it down with it.)"""
+        broken = self._round(jobs, list(range(len(jobs))), on_result)
+        if broken:
+            broken = self._round(jobs, broken, on_result)
+        for i in broken:
+            if self._round(jobs, [i], on_result):
+                on_result(jobs[i], self.died(jobs[i], "worker died (CUDA fault?) twice"))
+
+    def _round(self, jobs: list[tuple], indices: list[int], on_result) -> list[int]:
+        """Run these jobs in the pool; return those lost to a dead worker (the pool is renewed)."""
+        submitted = {self.pool.submit(self.evaluate, *jobs[i]): i for i in indices}
+        broken = []
+        for fut in futures.as_completed(submitted):
+            i = submitted[fut]
+            try:
+                on_result(jobs[i], fut.result())
+            except futures.process.BrokenProcessPool:
+                broken.append(i)
+        if broken:
+            self.pool.shutdown(cancel_futures=True)
+            self._new()
+        return sorted(broken)
 
     def close(self):
         self.pool.shutdown()

@@ -534,3 +534,28 @@ def test_a_build_failure_is_that_kernels_error(fake_worker, monkeypatch):
     assert res["error"] == "build failed: RuntimeError: at line 3" and not bench._poisoned
     assert bench._died(("step", 10, (5, 6, 7)), "worker died")["error"] == "worker died"
     assert bench._died(("build", 10, (5, 6, 7)), "worker died") == {"report": None, "error": "worker died"}
+
+
+def always_dies(number: int, delay: float) -> dict:
+    """A pool job: number 0 kills its worker every time, before it can report (as a kernel whose
+    misaligned address aborts the process does); the others take a moment, so they are in
+    flight beside it each time."""
+    import time
+
+    if number == 0:
+        os._exit(3)
+    time.sleep(delay)
+    return {"number": number}
+
+
+def test_a_job_that_always_kills_its_worker_fails_alone(tmp_path):
+    """Measured on the H100 before the fix: a faulting kernel broke the pool in both shared rounds
+    and its neighbours were reported as 'worker died twice' too."""
+    done = {}
+    pool = sweep.Pool(2, evaluate=always_dies, died=lambda job, why: {"number": job[0], "error": why})
+    try:
+        pool.run([(n, 0.5) for n in range(4)], lambda job, res: done.setdefault(job[0], res))
+    finally:
+        pool.close()
+    assert done[0] == {"number": 0, "error": "worker died (CUDA fault?) twice"}
+    assert [done[n] for n in (1, 2, 3)] == [{"number": n} for n in (1, 2, 3)]
