@@ -36,8 +36,11 @@ Measured (H100 80GB HBM3, 2026-11-22, device probes, kernel time):
   +5%), and registers: big + small fragments and the extra accumulator spill 64 x 64 warp
   tiles and 16-warp blocks, so the spill-free default uses 32 x 32 warp tiles, which split and
   load each fragment for only 2 x 2 tiles of mma.
-It is the ladder's fastest fp32-accurate kernel at 2048 and 4096, but short of the issue's
-1.25x cuBLAS SGEMM; see docs/tensor-cores.md for what limits it.
+The committed ladder run (same day): 13.8 / 45.1 / 53.6 / 55.6 TFLOP/s at 512 / 1024 / 2048 /
+4096, 65% / 117% / 106% / 108% of cuBLAS strict fp32 (21.3 / 38.6 / 50.3 / 51.5), 1.11x / 1.19x
+/ 1.21x step 11 at 1024 / 2048 / 4096. Every shape of bench/shapes.toml within 1.6e-6 of float64.
+It is the ladder's fastest fp32-accurate kernel from 1024 up, but short of the issue's 1.25x
+cuBLAS SGEMM at 2048 and 4096 (1.06x / 1.08x); docs/tensor-cores.md says what limits it.
 
 Run: python -m steps.step14
 """
