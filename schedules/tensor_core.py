@@ -80,16 +80,22 @@ def _spread_copy(sch: s_tir.Schedule, copy: s_tir.SBlockRV, warps: int, vector: 
     sch.vectorize(vec)
 
 
+def _stage(sch: s_tir.Schedule, tiles: TensorTiles, cfg, consumer, read_index: int, operand: int) -> None:
+    """One operand through shared memory for `consumer`, block_k per slice, copied by all
+    threads, its rows padded by pad_a (A) or pad_b (B) floats."""
+    copy = sch.cache_read(consumer, read_index, cfg.shared_scope)
+    sch.compute_at(copy, tiles.k_outer)
+    _spread_copy(sch, copy, cfg.warps, cfg.vector)
+    pad, row = (cfg.pad_a, cfg.block_k) if operand == 0 else (cfg.pad_b, cfg.block_n)
+    if pad:
+        sch.storage_align(copy, 0, axis=-2, factor=32, offset=(row + pad) % 32)
+    tiles.shared_copies.append(copy)
+
+
 def stage_operands(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> TensorTiles:
     """A and B through shared memory, block_k per slice, rows padded by pad_a / pad_b floats."""
-    for operand, pad in ((0, cfg.pad_a), (1, cfg.pad_b)):
-        copy = sch.cache_read(tiles.outer, operand, cfg.shared_scope)
-        sch.compute_at(copy, tiles.k_outer)
-        _spread_copy(sch, copy, cfg.warps, cfg.vector)
-        if pad:
-            row = cfg.block_k if operand == 0 else cfg.block_n
-            sch.storage_align(copy, 0, axis=-2, factor=32, offset=(row + pad) % 32)
-        tiles.shared_copies.append(copy)
+    for operand in (0, 1):
+        _stage(sch, tiles, cfg, tiles.outer, operand, operand)
     return tiles
 
 
@@ -136,20 +142,14 @@ def split_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> TensorTiles
     become the fragment loads, computed per 8 k at the warp and tensorized with a load that
     splits in registers; their input (A, B, padded) is staged through shared memory as in
     ``stage_operands``."""
-    for name, operand, pad, rows, cols, load in (
-        ("A_split", 0, cfg.pad_a, ti.TILE_M, ti.TILE_K, ti.SPLIT_LOAD_A[cfg.shared_scope]),
-        ("B_split", 1, cfg.pad_b, ti.TILE_K, ti.TILE_N, ti.SPLIT_LOAD_B[cfg.shared_scope]),
+    for name, operand, rows, cols, load in (
+        ("A_split", 0, ti.TILE_M, ti.TILE_K, ti.SPLIT_LOAD_A[cfg.shared_scope]),
+        ("B_split", 1, ti.TILE_K, ti.TILE_N, ti.SPLIT_LOAD_B[cfg.shared_scope]),
     ):
         split = sch.get_sblock(name)
         sch.set_scope(split, 0, "local")
         sch.compute_at(split, tiles.k_step)
-        copy = sch.cache_read(split, 0, cfg.shared_scope)
-        sch.compute_at(copy, tiles.k_outer)
-        _spread_copy(sch, copy, cfg.warps, cfg.vector)
-        if pad:
-            row = cfg.block_k if operand == 0 else cfg.block_n
-            sch.storage_align(copy, 0, axis=-2, factor=32, offset=(row + pad) % 32)
-        tiles.shared_copies.append(copy)
+        _stage(sch, tiles, cfg, split, 0, operand)
         r, c, part = sch.get_loops(split)[-3:]
         r_out, r_in = sch.split(r, [None, rows])
         c_out, c_in = sch.split(c, [None, cols])

@@ -6,9 +6,10 @@ Each intrinsic is a pair of PrimFuncs: a *description* (what the tile computes, 
 which ``tensorize`` matches against the blockized schedule) and an *implementation* (the PTX).
 
 The unit of work is a 16 x 16 x 8 tile (m x n x k): two ``mma.sync.m16n8k8`` TF32
-instructions side by side along n. Per warp, a fragment is a [32 lanes, regs] "warp" buffer;
-the maps below say which lane holds which element (PTX ISA, "Matrix Fragments for
-mma.m16n8k8", with g = lane // 4 and t = lane % 4):
+instructions side by side along n. A fragment is spread over the warp's 32 lanes; each lane's
+share is a small ``local`` buffer (schedules/tensor_core.py says why not TVM's "warp" scope),
+and the maps below say which lane holds which element in which register (PTX ISA, "Matrix
+Fragments for mma.m16n8k8", with g = lane // 4 and t = lane % 4):
 
 - A, 16 x 8 (m, k):  a0 (g, t)  a1 (g+8, t)  a2 (g, t+4)  a3 (g+8, t+4)
 - B, 8 x 16 (k, n):  b0 (t, g)  b1 (t+4, g) for n < 8; regs 2, 3 the same for n + 8
@@ -102,86 +103,15 @@ def tf32_split(x, part):
 # -- descriptions and implementations ----------------------------------------------------------
 
 
-def _load_a(scope: str):
-    """Shared (16 x 8) -> A fragment (4 registers per lane) with one ldmatrix.x4."""
+def _load(scope: str, operand: str, split: bool = False):
+    """Shared tile -> one lane's fragment registers.
 
-    @T.prim_func(s_tir=True)
-    def desc(frag_handle: T.handle, shared_handle: T.handle) -> None:
-        shared = T.match_buffer(shared_handle, (TILE_M, TILE_K), "float32", align=64, offset_factor=TILE_K, scope=scope)
-        frag = T.match_buffer(frag_handle, (FRAG_AB,), "float32", offset_factor=1, scope="local")
-        with T.sblock("root"):
-            T.reads(shared[0:TILE_M, 0:TILE_K])
-            T.writes(frag[0:FRAG_AB])
-            for ax0, ax1 in T.grid(TILE_M, TILE_K):
-                with T.sblock("load"):
-                    i, k = T.axis.remap("SS", [ax0, ax1])
-                    _lane, reg = T.meta_var(a_fragment(i, k))
-                    T.reads(shared[i, k])
-                    T.writes(frag[reg])
-                    frag[reg] = shared[i, k]
-
-    @T.prim_func(s_tir=True)
-    def impl(frag_handle: T.handle, shared_handle: T.handle) -> None:
-        s0 = T.int32()
-        s1 = T.int32()
-        shared = T.match_buffer(shared_handle, (TILE_M, TILE_K), "float32", align=64, offset_factor=TILE_K,
-                                scope=scope, strides=[s0, s1])
-        frag = T.match_buffer(frag_handle, (FRAG_AB,), "float32", offset_factor=1, scope="local")
-        with T.sblock("root"):
-            T.reads(shared[0:TILE_M, 0:TILE_K])
-            T.writes(frag[0:FRAG_AB])
-            for tx in T.thread_binding(0, WARP, "threadIdx.x"):
-                # Lanes 0-15 give the row addresses of k 0-3, lanes 16-31 of k 4-7: matrices
-                # (rows 0-7, k 0-3), (8-15, 0-3), (0-7, 4-7), (8-15, 4-7) land in a0-a3.
-                T.evaluate(T.ptx_legacy.ldmatrix(
-                    False, 4, ".b16", frag.data, frag.elem_offset, shared.access_ptr("r"),
-                    s0 * (tx % 16) + 4 * (tx // 16), dtype="float32"))
-
-    return desc, impl
-
-
-def _load_b(scope: str):
-    """Shared (8 x 16) -> B fragment (4 registers per lane), four 32-bit loads."""
-
-    @T.prim_func(s_tir=True)
-    def desc(frag_handle: T.handle, shared_handle: T.handle) -> None:
-        shared = T.match_buffer(shared_handle, (TILE_K, TILE_N), "float32", align=64, offset_factor=TILE_N, scope=scope)
-        frag = T.match_buffer(frag_handle, (FRAG_AB,), "float32", offset_factor=1, scope="local")
-        with T.sblock("root"):
-            T.reads(shared[0:TILE_K, 0:TILE_N])
-            T.writes(frag[0:FRAG_AB])
-            for ax0, ax1 in T.grid(TILE_K, TILE_N):
-                with T.sblock("load"):
-                    k, n = T.axis.remap("SS", [ax0, ax1])
-                    _lane, reg = T.meta_var(b_fragment(k, n))
-                    T.reads(shared[k, n])
-                    T.writes(frag[reg])
-                    frag[reg] = shared[k, n]
-
-    @T.prim_func(s_tir=True)
-    def impl(frag_handle: T.handle, shared_handle: T.handle) -> None:
-        s0 = T.int32()
-        s1 = T.int32()
-        shared = T.match_buffer(shared_handle, (TILE_K, TILE_N), "float32", align=64, offset_factor=TILE_N,
-                                scope=scope, strides=[s0, s1])
-        frag = T.match_buffer(frag_handle, (FRAG_AB,), "float32", offset_factor=1, scope="local")
-        with T.sblock("root"):
-            T.reads(shared[0:TILE_K, 0:TILE_N])
-            T.writes(frag[0:FRAG_AB])
-            for tx in T.thread_binding(0, WARP, "threadIdx.x"):
-                for r in T.unroll(FRAG_AB):
-                    k, n = T.meta_var(b_element(tx, r))
-                    frag[r] = shared[k, n]
-
-    return desc, impl
-
-
-def _load_split(scope: str, operand: str):
-    """Shared tile -> (big, small) fragment, 8 registers per lane: the plain load, then the
-    split in registers, once per fragment (not once per mma that uses it)."""
+    A (16 x 8): one ``ldmatrix.x4``; B (8 x 16): four 32-bit shared loads. With ``split``
+    (3xTF32) the fragment is 8 registers, big halves in 0-3 and small in 4-7: the plain load,
+    then the split in registers, once per fragment (not once per mma that reads it)."""
     rows, cols = (TILE_M, TILE_K) if operand == "A" else (TILE_K, TILE_N)
     where = a_fragment if operand == "A" else b_fragment
-    regs = 2 * FRAG_AB
+    regs = 2 * FRAG_AB if split else FRAG_AB
 
     @T.prim_func(s_tir=True)
     def desc(frag_handle: T.handle, shared_handle: T.handle) -> None:
@@ -190,13 +120,22 @@ def _load_split(scope: str, operand: str):
         with T.sblock("root"):
             T.reads(shared[0:rows, 0:cols])
             T.writes(frag[0:regs])
-            for ax0, ax1, ax2 in T.grid(rows, cols, 2):
-                with T.sblock("split"):
-                    r, c, part = T.axis.remap("SSS", [ax0, ax1, ax2])
-                    _lane, reg = T.meta_var(where(r, c))
-                    T.reads(shared[r, c])
-                    T.writes(frag[part * FRAG_AB + reg])
-                    frag[part * FRAG_AB + reg] = tf32_split(shared[r, c], part)
+            if split:
+                for ax0, ax1, ax2 in T.grid(rows, cols, 2):
+                    with T.sblock("split"):
+                        r, c, part = T.axis.remap("SSS", [ax0, ax1, ax2])
+                        _lane, reg = T.meta_var(where(r, c))
+                        T.reads(shared[r, c])
+                        T.writes(frag[part * FRAG_AB + reg])
+                        frag[part * FRAG_AB + reg] = tf32_split(shared[r, c], part)
+            else:
+                for ax0, ax1 in T.grid(rows, cols):
+                    with T.sblock("load"):
+                        r, c = T.axis.remap("SS", [ax0, ax1])
+                        _lane, reg = T.meta_var(where(r, c))
+                        T.reads(shared[r, c])
+                        T.writes(frag[reg])
+                        frag[reg] = shared[r, c]
 
     @T.prim_func(s_tir=True)
     def impl(frag_handle: T.handle, shared_handle: T.handle) -> None:
@@ -210,6 +149,8 @@ def _load_split(scope: str, operand: str):
             T.writes(frag[0:regs])
             for tx in T.thread_binding(0, WARP, "threadIdx.x"):
                 if operand == "A":
+                    # Lanes 0-15 give the row addresses of k 0-3, lanes 16-31 of k 4-7: matrices
+                    # (rows 0-7, k 0-3), (8-15, 0-3), (0-7, 4-7), (8-15, 4-7) land in a0-a3.
                     T.evaluate(T.ptx_legacy.ldmatrix(
                         False, 4, ".b16", frag.data, frag.elem_offset, shared.access_ptr("r"),
                         s0 * (tx % 16) + 4 * (tx // 16), dtype="float32"))
@@ -217,9 +158,10 @@ def _load_split(scope: str, operand: str):
                     for r in T.unroll(FRAG_AB):
                         k, n = T.meta_var(b_element(tx, r))
                         frag[r] = shared[k, n]
-                for r in T.unroll(FRAG_AB):
-                    frag[FRAG_AB + r] = tf32_round(frag[r] - tf32_big(frag[r]))
-                    frag[r] = tf32_big(frag[r])
+                if split:
+                    for r in T.unroll(FRAG_AB):
+                        frag[FRAG_AB + r] = tf32_round(frag[r] - tf32_big(frag[r]))
+                        frag[r] = tf32_big(frag[r])
 
     return desc, impl
 
@@ -380,10 +322,10 @@ STORE = {s: _name("store_16x16_f32", s) for s in SCOPES}
 
 def _register() -> None:
     for scope in SCOPES:
-        TensorIntrin.register(LOAD_A[scope], *_load_a(scope), override=True)
-        TensorIntrin.register(LOAD_B[scope], *_load_b(scope), override=True)
-        TensorIntrin.register(SPLIT_LOAD_A[scope], *_load_split(scope, "A"), override=True)
-        TensorIntrin.register(SPLIT_LOAD_B[scope], *_load_split(scope, "B"), override=True)
+        TensorIntrin.register(LOAD_A[scope], *_load(scope, "A"), override=True)
+        TensorIntrin.register(LOAD_B[scope], *_load(scope, "B"), override=True)
+        TensorIntrin.register(SPLIT_LOAD_A[scope], *_load(scope, "A", split=True), override=True)
+        TensorIntrin.register(SPLIT_LOAD_B[scope], *_load(scope, "B", split=True), override=True)
         TensorIntrin.register(STORE[scope], *_store(scope), override=True)
     TensorIntrin.register(MMA, *_mma(split=False), override=True)
     TensorIntrin.register(SPLIT_MMA, *_mma(split=True), override=True)
