@@ -38,6 +38,7 @@ REFERENCE_ROWS = ("cublas", "cublas_tf32", "dlight", "metaschedule")
 
 
 TF32_MARK = "ᵀ"  # the same mark as the ladder's table (steps/ladder.py)
+EXPECTED_MARK = "↓"  # an expected regression (the step's EXPECTED_REGRESSION), its reason below
 
 
 def _tflops(gflops: float | None, bound=None) -> str:
@@ -68,11 +69,16 @@ def render_gpu(docs: list[dict], ref_doc: dict | None = None, gpu_dir: Path | No
     cols = " | ".join(f"{_size_name(s)}: TFLOPS | × prior | % cuBLAS" for s in sizes)
     lines += [f"| step | {cols} |", "|---|" + "---:|" * (3 * len(sizes))]
     flagged = False
+    expected: dict = {}  # step -> why it is slower than its prior (the step module says so)
     for d in docs:
         cells = []
         for s in sizes:
             row = results.row_for(d, *s)
             speed = f"{row['speedup_vs_prior']:.2f}×" if row and row.get("speedup_vs_prior") else "–"
+            reason = results.expected_regression(d, *s) if row and (row.get("speedup_vs_prior") or 1) < 1 else None
+            if reason:
+                speed += EXPECTED_MARK
+                expected.setdefault(d["step"], reason)
             pct = "–"
             if guarded and row and row.get("pct_cublas"):
                 pct = (f"{row['pct_cublas']:.0f}%" + (TF32_MARK if d.get("baseline") == "cublas_tf32" else "")
@@ -106,6 +112,8 @@ def render_gpu(docs: list[dict], ref_doc: dict | None = None, gpu_dir: Path | No
                      "% of cuBLAS TF32 in the same run.")
     if flagged:
         notes.append(f"{MARK} host-bound: the host's submission took at least 70% of the GPU time per launch.")
+    for step, reason in sorted(expected.items()):
+        notes.append(f"{EXPECTED_MARK} step {step}, slower than its prior by design: {reason}.")
     lines += ["", " ".join(notes)]
     versus = final_step_versus_references(docs, ref_doc, sizes) if guarded else ""
     if versus:

@@ -125,3 +125,28 @@ def test_bad_input_is_one_line_exit_2():
                           timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     one_line_error(proc.stderr, "steps.table", "unrecognized arguments: --bogus")
+
+
+def test_tf32_steps_and_expected_regressions_are_marked(tmp_path):
+    """A TF32 step's % cuBLAS is of cuBLAS TF32 (marked ᵀ); a step slower than its prior by
+    design carries ↓ and its reason; each kind of step gets its own line against its peers."""
+    gpu = "NVIDIA H200"
+    for step, gflops, speedup, extra in (
+        (13, 160000.0, 2.7, {"precision": "tf32", "tensor_cores": True, "baseline": "cublas_tf32"}),
+        (14, 53000.0, 0.33, {"precision": "fp32", "tensor_cores": True, "baseline": "cublas",
+                             "expected_regression": {"512": "three TF32 products per product"}}),
+    ):
+        doc = _doc(step=step, name=f"step{step}", schema=2, environment={"gpu": gpu, "date": "2026-11-22T00:00:00+00:00"})
+        doc.update(extra)
+        pct = 400.0 if step == 13 else 265.0
+        doc["results"][0].update(gflops=gflops, speedup_vs_prior=speedup, cublas_gflops=40000.0, pct_cublas=pct,
+                                 cublas_host_bound=False)
+        results.write_atomic(results.step_path(tmp_path, gpu, step), doc)
+    _save_references(tmp_path / results.gpu_slug(gpu))
+    text = table.render(tmp_path)
+    assert "| 13. step13 | 160.0 | 2.70× | 400%ᵀ |" in text
+    assert "| 14. step14 | 53.0 | 0.33×↓ | 265% |" in text
+    assert "↓ step 14, slower than its prior by design: three TF32 products per product." in text
+    assert "**Step 13 (TF32 on tensor cores) against each reference**" in text and "cuBLAS TF32 (reduced precision) 4.00×" in text
+    assert "**Step 14 (fp32-accurate on tensor cores) against each reference**" in text
+    assert "cuBLAS fp32 (TF32 off) 2.65×" in text
