@@ -24,7 +24,7 @@ Pure IR: no GPU, no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tvm import s_tir
 
@@ -36,14 +36,13 @@ WARP = ti.WARP
 
 @dataclass
 class TensorTiles(Tiles):
-    """Tiles, plus the handles the tensor-core steps pass on."""
+    """Tiles, plus the handles the tensor-core steps pass on. Of Tiles' own, ``k_step`` is the
+    loop of 8-k steps inside a block_k slice and ``fragments`` the A and B register fragments."""
 
     outer: s_tir.SBlockRV | None = None  # the blockized 16 x 16 x 8 tile
     warp: s_tir.LoopRV | None = None  # threadIdx.y
-    k_step: s_tir.LoopRV | None = None  # 8 k per step inside a block_k slice
     tile_i: s_tir.LoopRV | None = None  # 16 x 16 tiles of the warp's tile
     tile_j: s_tir.LoopRV | None = None
-    fragments: list = field(default_factory=list)  # A, B register fragments
     output_shared: s_tir.SBlockRV | None = None  # C staged in shared memory
     output_fragment: s_tir.SBlockRV | None = None  # C registers -> shared
     init: s_tir.SBlockRV | None = None

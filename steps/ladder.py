@@ -306,10 +306,6 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
     return rows, measured_refs
 
 
-# A TF32 step's "% cuBLAS" is of cuBLAS TF32 (references.baseline), marked so in every table.
-TF32_MARK = "ᵀ"
-
-
 def _cell_gflops(m: harness.Measurement) -> str:
     return f"{m.gflops:.0f}" + (cli.HOST_MARK if m.host_bound else "")
 
@@ -336,7 +332,7 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
                 continue
             flagged = flagged or bool(m.host_bound)
             speed = f"{r.speedup:.2f}x" if r.speedup else "-"
-            pct = f"{r.pct_cublas:.0f}%" + (TF32_MARK if step.precision == "tf32" else "") if r.pct_cublas else "-"
+            pct = f"{r.pct_cublas:.0f}%" + (references.TF32_MARK if step.precision == "tf32" else "") if r.pct_cublas else "-"
             cells.append(f"  {_cell_gflops(m):>9}  {speed:>7}  {pct:>7}")
         lines.append(f"{f'{step.number}. {step.name}':<{name_width}}" + "".join(cells))
     for ref in ref_rows:
@@ -358,7 +354,7 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
                  f"{first.prior_name}); GFLOPS = 2*M*N*K / median time; % cuBLAS: of cuBLAS fp32 in this run")
     if any(r.key == references.CUBLAS_TF32.key for r in ref_rows) or any(s.precision == "tf32" for s in steps):
         lines.append(f"cuBLAS TF32 is reduced precision (tolerance {harness.TF32_TOLERANCE:g}, not 1e-5): "
-                     f"the peer of the TF32 steps ({TF32_MARK}: % of cuBLAS TF32), never a baseline for fp32")
+                     f"the peer of the TF32 steps ({references.TF32_MARK}: % of cuBLAS TF32), never a baseline for fp32")
     if flagged:
         lines.append(cli.HOST_LEGEND)
     return "\n".join(lines)

@@ -48,6 +48,10 @@ ALL = (CUBLAS, CUBLAS_TF32, DLIGHT, METASCHEDULE)
 BY_KEY = {r.key: r for r in ALL}
 
 
+# A TF32 step's "% cuBLAS" is of cuBLAS TF32 (baseline below), marked so in every table.
+TF32_MARK = "ᵀ"
+
+
 def baseline(step) -> Reference:
     """The cuBLAS a step is compared with: strict fp32, or TF32 for a reduced-precision step
     (steps 12-13). 3xTF32 (step 14) is fp32-accurate, so its baseline is strict fp32."""

@@ -37,7 +37,6 @@ MARK = "†"
 REFERENCE_ROWS = ("cublas", "cublas_tf32", "dlight", "metaschedule")
 
 
-TF32_MARK = "ᵀ"  # the same mark as the ladder's table (steps/ladder.py)
 EXPECTED_MARK = "↓"  # an expected regression (the step's EXPECTED_REGRESSION), its reason below
 
 
@@ -81,7 +80,7 @@ def render_gpu(docs: list[dict], ref_doc: dict | None = None, gpu_dir: Path | No
                 expected.setdefault(d["step"], reason)
             pct = "–"
             if guarded and row and row.get("pct_cublas"):
-                pct = (f"{row['pct_cublas']:.0f}%" + (TF32_MARK if d.get("baseline") == "cublas_tf32" else "")
+                pct = (f"{row['pct_cublas']:.0f}%" + (references.TF32_MARK if d.get("baseline") == "cublas_tf32" else "")
                        + (MARK if row.get("cublas_host_bound") else ""))
             flagged = flagged or bool(row and (row.get("host_bound") or row.get("cublas_host_bound")))
             cells += [_tflops(row and row["gflops"], row and row.get("host_bound")), speed, pct]
@@ -108,7 +107,7 @@ def render_gpu(docs: list[dict], ref_doc: dict | None = None, gpu_dir: Path | No
         notes.append(f"cuBLAS TF32 rounds inputs to TF32 (relative error ~3e-4, its own tolerance "
                      f"{references.CUBLAS_TF32.tolerance:g}): a peer for tensor-core steps, never the fp32 baseline.")
     if any(d.get("baseline") == "cublas_tf32" for d in docs):
-        notes.append(f"{TF32_MARK} TF32 steps (reduced precision, held to {references.CUBLAS_TF32.tolerance:g}): "
+        notes.append(f"{references.TF32_MARK} TF32 steps (reduced precision, held to {references.CUBLAS_TF32.tolerance:g}): "
                      "% of cuBLAS TF32 in the same run.")
     if flagged:
         notes.append(f"{MARK} host-bound: the host's submission took at least 70% of the GPU time per launch.")
