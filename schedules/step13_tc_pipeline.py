@@ -21,16 +21,30 @@ chosen tiles 31.1 / 107 / 165 / 175 TFLOP/s at 512 / 1024 / 2048 / 4096: 2.8x / 
 12, and 0.70x / 0.46x / 0.50x cuBLAS TF32 at 1024 / 2048 / 4096 (153 / 358 / 351 TFLOP/s, its
 Hopper wgmma kernels; error 6.9e-4 against its 2.6e-4, both within the TF32 bound). As predicted
 the pipeline is most of it (3 stages of 128 x 128 x 32: 60 -> 147 at 2048); 128 x 256 blocks of
-8 warps add 12% more (each warp's 64 x 64 tile does 32 mma per 4 ldmatrix and 16 32-bit B
-loads), 4 stages or block_k 16 lose 5-10%, and the raster order is within noise at 2048 and
-+0-9% at 4096. 165-178 TFLOP/s is 51-55% of the 322 TFLOP/s mma.sync ceiling; what is left is
-what this route cannot reach: cuBLAS's wgmma/TMA kernels (reachable from TVM only by
+8 warps added 12% more in that probe (each warp's 64 x 64 tile does 32 mma per 4 ldmatrix and 16
+32-bit B loads; the next paragraph finds the 128 x 128 config it was compared with was not the
+best of its kind), 4 stages or block_k 16 lose 5-10%. 165-178 TFLOP/s is 51-55% of the 322
+TFLOP/s mma.sync ceiling; part of what is left is what this route cannot reach: cuBLAS's wgmma/TMA kernels (reachable from TVM only by
 hand-written "tirx" kernels), and B's fragment loads (ldmatrix cannot transpose fp32, so four
 32-bit loads per fragment: a third of the shared-memory instructions).
 The committed ladder run (same day): 24.7 (host-bound at 512: 8.8 us kernels) / 105.1 / 161.9 /
-173.4 TFLOP/s at 512 / 1024 / 2048 / 4096, 2.2x / 3.6x / 2.7x / 2.8x step 12, 68% / 45% / 46% of
-cuBLAS TF32 at 1024 / 2048 / 4096 (153.6 / 358.3 / 374.0). The issue's bar, 0.5x cuBLAS TF32 at
-2048 and 4096, is not met: 0.45x and 0.46x (the probes' best configs reached 0.46x and 0.51x).
+173.4 TFLOP/s at 512 / 1024 / 2048 / 4096, 68% / 45% / 46% of cuBLAS TF32 at 1024 / 2048 / 4096.
+
+What limited it (ncu, 4096^3, the 128 x 256 default, 2026-11-23): the tensor pipe was active 56%
+of the cycles. 203 registers x 256 threads and 157 KB of shared memory leave one block (8 warps,
+2 per scheduler) per SM, so every block's __syncthreads and every cp.async.wait_group stalls
+the whole SM: of the warps' stall samples 18% waited on the cp.async data (long scoreboard,
+charged to the address arithmetic after wait_group), 12% on the barrier, 26% on fixed-latency
+dependencies between the mma and 17% on the busy tensor pipe; shared-memory loads were
+conflict-free (817 conflicts in 67.6M wavefronts). Prediction: two independent blocks per SM
+hide one block's barrier and copy waits behind the other's mma, so 4-warp 128 x 128 blocks (167
+registers, 107 KB at 3 stages: 2 blocks per SM) should win although each block re-reads more
+operand per flop. Measured (three device probes, 44 configs at 2048 and 4096): 128 x 128 blocks
+of 4 warps reach 187-195 TFLOP/s, +10% at 4096 and +15% at 2048 over 128 x 256; block_k 32 with
+3 stages, A rows padded by 8 floats and a 4-wide raster was the best at 2048 (186.9) and within
+1% of the best at 4096 (193.1 vs 195.3), against cuBLAS TF32 at 357 / 353 in the same run
+(0.52x / 0.55x). The raster order moves it by up to 20% (L2 reuse of the operand panels), more
+than any other field; 4 stages or block_k 64 cost the second block per SM and lose 15-35%.
 
 Run: python -m steps.step13
 """
@@ -52,14 +66,16 @@ EXPECTED_REGRESSION: dict = {}
 
 
 def default_config(M: int, N: int, K: int) -> TensorCorePipelineConfig:
-    # The best of two device probes (H100, 2026-11-22; 26 configs at 512-4096): small outputs
-    # want more, smaller blocks for 132 SMs; large ones 8 warps of 64 x 64 in 128 x 256 blocks,
-    # launched in groups 8 blocks wide so neighbours share B in L2.
+    # The best of the device probes (H100, 2026-11-22/23; 70 configs at 512-4096): small outputs
+    # want more, smaller blocks for 132 SMs; large ones two 4-warp 128 x 128 blocks per SM (so
+    # one block's barrier and copy waits hide behind the other's mma), launched in groups 4
+    # blocks wide so neighbours share operand panels in L2.
     if M * N <= 512 * 512:
         return TensorCorePipelineConfig(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=4)
     if M * N <= 1024 * 1024:
         return TensorCorePipelineConfig(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=64, stages=3)
-    return TensorCorePipelineConfig(block_m=128, block_n=256, block_k=32, warp_m=64, warp_n=64, stages=3, raster=8)
+    return TensorCorePipelineConfig(block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=3, pad_a=8,
+                                     raster=4)
 
 
 def apply(sch, cfg: TensorCorePipelineConfig, block):

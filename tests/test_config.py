@@ -555,12 +555,13 @@ DEFAULTS[9] = {n: (*cfg, 4, 1) for n, cfg in DEFAULTS[8].items()}
 # + stages, pad_a, pad_b, raster from step 13, + promote from step 14.
 # Step 12: 64 x 64 blocks of four 32 x 32 warps up to 1024^2 outputs, then 128 x 128 of 64 x 64.
 DEFAULTS[12] = {512: (64, 64, 32, 32, 32, 4), 1024: (64, 64, 32, 32, 32, 4), 2048: (128, 128, 32, 64, 64, 4)}
-# Step 13: 4 stages of 64 x 64 at 512, 64 x 128 at 1024, 8 warps of 64 x 64 in 128 x 256 blocks
-# rasterized 8 wide at 2048; pads of 4 (A) and 8 (B) floats everywhere.
+# Step 13: 4 stages of 64 x 64 at 512, 64 x 128 at 1024, two blocks of 4 warps of 64 x 64 in
+# 128 x 128 per SM, A rows padded by 8 floats, rasterized 4 wide at 2048; pads of 4 (A) and 8 (B)
+# floats below.
 DEFAULTS[13] = {
     512: (64, 64, 32, 32, 32, 4, 4, 4, 8, 1),
     1024: (64, 128, 32, 32, 64, 4, 3, 4, 8, 1),
-    2048: (128, 256, 32, 64, 64, 4, 3, 4, 8, 8),
+    2048: (128, 128, 32, 64, 64, 4, 3, 8, 8, 4),
 }
 # Step 14: promoted accumulation everywhere; 8 warps of 32 x 32 in 64 x 128 blocks at 2048 (the
 # fastest spill-free tile; 16-warp blocks spill at 128 registers per thread).
