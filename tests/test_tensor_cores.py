@@ -602,3 +602,14 @@ def test_gpu_3xtf32_is_fp32_accurate_at_large_k(shape, runner):
     lib = schedules.build(14, *shape, arch=harness.gpu_arch())
     errors = [runner.check(lib["main"], *shape) for _ in range(2)]
     assert all(e <= harness.TOLERANCE for e in errors), f"3xTF32 at {_id(shape)}: relative errors {errors}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (256, 256, 16384), (1000, 1500, 700), (257, 129, 131)], ids=_id)
+def test_gpu_promote_per_slice_is_fp32_accurate(shape, runner):
+    """promote 2 at its first recommended config: within 1e-5 of float64 at large K and at odd
+    shapes (predicted ~4e-7-5e-7 at K = 4096-16384, step 14's docstring)."""
+    cfg = TF32x3Config(**SLICE_CONFIGS[0], promote=2)
+    lib = schedules.build(14, *shape, arch=harness.gpu_arch(), config=cfg)
+    errors = [runner.check(lib["main"], *shape) for _ in range(2)]
+    assert all(e <= harness.TOLERANCE for e in errors), f"promote 2 at {_id(shape)}: relative errors {errors}"
