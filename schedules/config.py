@@ -416,12 +416,14 @@ class TensorCorePipelineConfig(TensorCoreConfig):
 @dataclass(frozen=True)
 class TF32x3Config(TensorCorePipelineConfig):
     """Step 14: step 13's config; the operands are split into big + small TF32 halves, and
-    each 8-k step's three products go to a fresh accumulator added to C in fp32 (`promote` 1)
-    or straight into C on the tensor core (0: faster, truncating, less accurate)."""
+    each 8-k step's three products go to a fresh accumulator added to C in fp32 (`promote` 1),
+    or straight into C on the tensor core (0: faster, truncating, less accurate), or each
+    block_k slice's products into a per-slice accumulator added to C in fp32 (2: block_k / 8
+    times fewer fp32 adds than 1, a second warp-tile accumulator in registers)."""
 
     promote: int = 1
 
     def validate(self, M: int, N: int, K: int) -> None:
-        if self.promote not in (0, 1) or isinstance(self.promote, bool):
-            raise ConfigError(f"promote must be 0 or 1, got {self.promote!r}")
+        if self.promote not in (0, 1, 2) or isinstance(self.promote, bool):
+            raise ConfigError(f"promote must be 0, 1 or 2, got {self.promote!r}")
         super().validate(M, N, K)

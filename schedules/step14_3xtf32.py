@@ -18,6 +18,27 @@ a fresh zero accumulator (so the truncation is relative to one step's partial su
 smaller) and adds it to C with an fp32 add, which rounds to nearest: the error then grows like
 an fp32 sum's, not linearly. It costs 8 FADDs per 6 mma per lane.
 
+``promote`` 2 promotes once per block_k slice instead of once per 8-k step: the tensor core
+accumulates a whole slice (block_k / 8 steps x 3 products) into a per-slice accumulator C_slice,
+zeroed at the slice's start, and the slice's partial sum is added to C with fp32 adds: block_k / 8
+times fewer FADDs than promote 1 (8 per 6 * block_k / 8 mma per lane). TensorIR writes it as a
+two-level sum (``_sliced``): block "C" sums C_slice[ko, i, j] over one slice (ko = k // block_k
+is a spatial axis of it), block "C_promote" adds C_acc[i, j] += C_slice[ko, i, j] over ko.
+Error: each mma still truncates, losing less than one ulp of its accumulator, but that
+accumulator is now one slice's partial sum S_ko, not all of C. The 3 * block_k / 8 truncations of
+a slice (12 at block_k 32) cost at most 12 ulp(S_ko), on average a few 2^-23 |S_ko|, toward
+zero, i.e. -eps_ko * S_ko with eps_ko of a few 2^-23. Over all slices that is -sum(eps_ko * S_ko):
+the mean eps times C (the S_ko sum to C) plus a spread of order eps * |C|, a relative error of a
+few 2^-23 whatever K is: the number of truncations per accumulator is fixed by block_k, where
+promote 0 truncates 3K / 8 times against C itself (linear in K). The K / block_k fp32 adds
+across slices round to nearest and grow like a rounded sum of K / block_k terms, 4x fewer terms
+than promote 1's K / 8 at block_k 32. A numpy emulation of this arithmetic (mma by mma,
+truncating; tests/test_tensor_cores.py), which reproduces the measured errors below (promote 1
+within 5%, promote 0 within a third), predicts 3.4e-7 / 3.9e-7 / 5.1e-7 at K = 1024 / 4096 / 16384 for promote 2
+(promote 1: 2.5e-7 / 4.1e-7 / 8.1e-7). Cost: C_slice is a second warp-tile accumulator, warp_m
+* warp_n / 32 more registers (193 instead of 153 for 32 x 64 warps, 128 instead of 89 for 32 x 32;
+no spills at the configs tests/test_tensor_cores.py lists). Not yet measured on a GPU.
+
 Prediction: 3 mma per product instead of 1, plus the split (10 integer ops per fragment
 register) and the promote adds: about a third of step 13's speed, ~1.3-1.6x cuBLAS strict fp32
 at 2048 and 4096; error ~1e-6 (promote 1), ~1e-5 and growing with K (promote 0).
@@ -83,6 +104,8 @@ def computation(M: int, N: int, K: int, cfg: TF32x3Config):
     """The matmul over split operands, padded to whole tiles (A_pad, B_pad, C_pad: the same
     blocks pad_einsum makes for the other steps; where the tiles divide, their bounds checks are
     always true and simplify away)."""
+    if cfg.promote == 2:
+        return _sliced(M, N, K, cfg)
     Mp, Np, Kp = padded_shape(cfg, M, N, K)
     split = tensor_intrin.tf32_split
 
@@ -127,10 +150,73 @@ def computation(M: int, N: int, K: int, cfg: TF32x3Config):
     return main
 
 
+def _sliced(M: int, N: int, K: int, cfg: TF32x3Config):
+    """``promote`` 2: the same products, summed in two levels. Block "C" sums each block_k slice
+    (slice ko = k // block_k, kk = k % block_k) into its own C_slice[ko, i, j]: ko is a spatial
+    axis of this block, so the tensor core accumulates a whole slice and no more. Block
+    "C_promote" adds the slices up in fp32: C_acc[i, j] += C_slice[ko, i, j], reducing over ko.
+    The pad blocks and the split are those of the one-level computation."""
+    Mp, Np, Kp = padded_shape(cfg, M, N, K)
+    bk = cfg.block_k
+    split = tensor_intrin.tf32_split
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        with T.sblock("root"):
+            A_pad = T.sblock_alloc_buffer((Mp, Kp), "float32")
+            B_pad = T.sblock_alloc_buffer((Kp, Np), "float32")
+            A_split = T.sblock_alloc_buffer((Mp, Kp, 2), "float32")
+            B_split = T.sblock_alloc_buffer((Kp, Np, 2), "float32")
+            C_slice = T.sblock_alloc_buffer((Kp // bk, Mp, Np), "float32")
+            C_acc = T.sblock_alloc_buffer((Mp, Np), "float32")
+            for i, k in T.grid(Mp, Kp):
+                with T.sblock("A_pad"):
+                    vi, vk = T.axis.remap("SS", [i, k])
+                    A_pad[vi, vk] = T.if_then_else(vi < M and vk < K, A[vi, vk], T.float32(0))
+            for k, j in T.grid(Kp, Np):
+                with T.sblock("B_pad"):
+                    vk, vj = T.axis.remap("SS", [k, j])
+                    B_pad[vk, vj] = T.if_then_else(vk < K and vj < N, B[vk, vj], T.float32(0))
+            for i, k, p in T.grid(Mp, Kp, 2):
+                with T.sblock("A_split"):
+                    vi, vk, vp = T.axis.remap("SSS", [i, k, p])
+                    A_split[vi, vk, vp] = split(A_pad[vi, vk], vp)
+            for k, j, p in T.grid(Kp, Np, 2):
+                with T.sblock("B_split"):
+                    vk, vj, vp = T.axis.remap("SSS", [k, j, p])
+                    B_split[vk, vj, vp] = split(B_pad[vk, vj], vp)
+            for ko, i, j, kk in T.grid(Kp // bk, Mp, Np, bk):
+                with T.sblock("C"):
+                    vko, vi, vj, vkk = T.axis.remap("SSSR", [ko, i, j, kk])
+                    with T.init():
+                        C_slice[vko, vi, vj] = T.float32(0)
+                    C_slice[vko, vi, vj] = C_slice[vko, vi, vj] + (
+                        A_split[vi, vko * bk + vkk, 1] * B_split[vko * bk + vkk, vj, 0]
+                        + A_split[vi, vko * bk + vkk, 0] * B_split[vko * bk + vkk, vj, 1]
+                        + A_split[vi, vko * bk + vkk, 0] * B_split[vko * bk + vkk, vj, 0])
+            for i, j, ko in T.grid(Mp, Np, Kp // bk):
+                with T.sblock("C_promote"):
+                    vi, vj, vko = T.axis.remap("SSR", [i, j, ko])
+                    with T.init():
+                        C_acc[vi, vj] = T.float32(0)
+                    C_acc[vi, vj] = C_acc[vi, vj] + C_slice[vko, vi, vj]
+            for i, j in T.grid(M, N):
+                with T.sblock("C_pad"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = C_acc[vi, vj]
+
+    return main
+
+
 def apply(sch, cfg: TF32x3Config, block):
-    tiles = tensor_core.tile_warps(sch, block, cfg)
+    tiles = tensor_core.tile_warps(sch, block, cfg)  # promote 2: its slice loop is k_outer
     tiles = tensor_core.split_fragments(sch, tiles, cfg)
+    if cfg.promote == 2:  # the mma sums a slice in registers, C_promote adds it to C per slice
+        tiles = tensor_core.accumulate_per_slice(sch, tiles, cfg)
     tiles = tensor_core.accumulate_in_fragments(sch, tiles, cfg)
-    mma = tensor_intrin.SPLIT_MMA_PROMOTE if cfg.promote else tensor_intrin.SPLIT_MMA
+    # promote 1: a fresh accumulator and the fp32 adds inside each 8-k tile's intrinsic;
+    # 0 and 2: the mma accumulates in place (into C, or into the slice's C_slice).
+    mma = tensor_intrin.SPLIT_MMA_PROMOTE if cfg.promote == 1 else tensor_intrin.SPLIT_MMA
     tiles = tensor_core.tensorize_tiles(sch, tiles, cfg, mma)
     return tensor_core.async_pipeline(sch, tiles, cfg.stages)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import tvm
 from tvm import s_tir
 
 from . import tensor_intrin as ti
@@ -46,14 +47,23 @@ class TensorTiles(Tiles):
     output_shared: s_tir.SBlockRV | None = None  # C staged in shared memory
     output_fragment: s_tir.SBlockRV | None = None  # C registers -> shared
     init: s_tir.SBlockRV | None = None
+    # Step 14's promote 2: the block adding each slice's partial sum into C's fp32 registers.
+    promote: s_tir.SBlockRV | None = None
 
 
 def tile_warps(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg) -> TensorTiles:
     """Cut i, j, k into 16 x 16 x 8 tiles, blockize one, and lay the tiles over blocks and warps.
 
     Loop order: block_i block_j warp | k_outer k_step | tile_i tile_j | the 16 x 16 x 8 tile.
+    A block whose k is already cut into block_k slices (loops ko, i, j, kk: step 14's promote 2,
+    where ko is a spatial axis of the block) keeps its ko as k_outer and tiles kk.
     """
-    i, j, k = sch.get_loops(block)
+    loops = sch.get_loops(block)
+    sliced = len(loops) == 4
+    if sliced:
+        k_outer, i, j, k = loops
+    else:
+        i, j, k = loops
     i, ti_ = sch.split(i, [None, ti.TILE_M])
     j, tj_ = sch.split(j, [None, ti.TILE_N])
     k, tk_ = sch.split(k, [None, ti.TILE_K])
@@ -61,7 +71,10 @@ def tile_warps(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg) -> TensorTiles:
     outer = sch.blockize(ti_)
     block_i, warp_i, tile_i = sch.split(i, [None, cfg.block_m // cfg.warp_m, cfg.warp_m // ti.TILE_M])
     block_j, warp_j, tile_j = sch.split(j, [None, cfg.block_n // cfg.warp_n, cfg.warp_n // ti.TILE_N])
-    k_outer, k_step = sch.split(k, [None, cfg.block_k // ti.TILE_K])
+    if sliced:  # kk's 8-k steps: block_k / 8 of them, already
+        k_step = k
+    else:
+        k_outer, k_step = sch.split(k, [None, cfg.block_k // ti.TILE_K])
     sch.reorder(block_i, block_j, warp_i, warp_j, k_outer, k_step, tile_i, tile_j)
     block_i, block_j = rasterize(sch, block_i, block_j, cfg.raster)
     warp = sch.fuse(warp_i, warp_j)
@@ -162,23 +175,28 @@ def split_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> TensorTiles
     return tiles
 
 
+def _c_tile(i, j):
+    """(row, col) of a warp's C -> (16 x 16 tile row, tile col, register of the owning lane)."""
+    return i // ti.TILE_M, j // ti.TILE_N, ti.c_fragment(i % ti.TILE_M, j % ti.TILE_N)[1]
+
+
 def accumulate_in_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> TensorTiles:
     """C in registers for the whole k loop; then registers -> shared -> global.
 
     The C tile goes through shared memory so each warp writes whole rows of C as float4s
     (the accumulator fragment holds pairs of columns per lane), and so padded shapes get
-    their predicate on that one copy (schedules/padding.py).
+    their predicate on that one copy (schedules/padding.py). C's writer is the mma tile, or
+    with step 14's promote 2 the per-slice add (``accumulate_per_slice``).
     """
-    output_shared = sch.cache_write(tiles.outer, 0, cfg.shared_scope)
-    output_fragment = sch.cache_write(tiles.outer, 0, "local")
+    writer = tiles.outer if tiles.promote is None else tiles.promote
+    output_shared = sch.cache_write(writer, 0, cfg.shared_scope)
+    output_fragment = sch.cache_write(writer, 0, "local")
     sch.reverse_compute_at(output_fragment, tiles.warp)
     sch.reverse_compute_at(output_shared, tiles.warp)
     if cfg.pad_b:  # the C tile's rows, as written by the fragment store
         sch.storage_align(output_fragment, 0, axis=-2, factor=32, offset=(cfg.block_n + cfg.pad_b) % 32)
     _split_2d(sch, output_fragment, ti.TILE_M, ti.TILE_N)
-    sch.transform_layout(output_fragment, ("read", 0), lambda i, j: (i // ti.TILE_M, j // ti.TILE_N,
-                                                                      ti.c_fragment(i % ti.TILE_M, j % ti.TILE_N)[1]),
-                         assume_injective_transform=True)
+    sch.transform_layout(output_fragment, ("read", 0), _c_tile, assume_injective_transform=True)
     fused = sch.fuse(*sch.get_loops(output_shared)[-2:])
     _, tx, vec = sch.split(fused, [None, WARP, cfg.vector])
     sch.bind(tx, "threadIdx.x")
@@ -188,19 +206,63 @@ def accumulate_in_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> Ten
     return tiles
 
 
+def accumulate_per_slice(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> TensorTiles:
+    """Step 14, promote 2: the mma accumulates one block_k slice into C_slice, and block
+    "C_promote" adds each slice's partial sum to C (in fp32, on the CUDA cores).
+
+    The tile block now writes C_slice[ko, i, j] (ko spatial: one partial sum per slice); it
+    lives in registers in the mma's C layout, like C's own accumulator, and only for the slice
+    being summed (the ko index compacts away). C_promote reduces over ko, which is the k_outer
+    loop: computed at k_outer, each warp adds its slice partial right after the slice's last
+    8-k step, then the registers are free for the next slice.
+    """
+    promote = sch.get_sblock("C_promote")
+    # Under k_outer, after the k steps: the slice's partial sum is complete there, and each warp
+    # needs only its own warp_m x warp_n of it (the loops TVM creates cover that region).
+    sch.reverse_compute_at(promote, tiles.k_outer)
+    # The mma's accumulator: registers of each lane, the tile's (i, j) in the mma's C layout
+    # (as C's own in accumulate_in_fragments), so the add is register r + register r.
+    sch.set_scope(tiles.outer, 0, "local")
+    sch.transform_layout(promote, ("read", 0), lambda ko, i, j: (ko, *_c_tile(i, j)),
+                         assume_injective_transform=True)
+    tiles.promote = promote
+    return tiles
+
+
+def _tensorize_promote(sch: s_tir.Schedule, tiles: TensorTiles) -> None:
+    """promote 2: C_slice zeroed at each slice's start (before k_step), C zeroed once (before
+    k_outer), and the per-slice C += C_slice as 8 fp32 adds per lane per 16 x 16 tile."""
+    # Zero C_slice inside k_outer, before the slice's k steps: a fresh sum per slice (free:
+    # ptxas turns the zero accumulators into RZ operands of the slice's first mma).
+    slice_init = sch.decompose_reduction(tiles.outer, tiles.k_step)
+    for loop in sch.get_loops(slice_init)[-2:]:
+        sch.unroll(loop)
+    sch.tensorize(sch.get_loops(sch.get_child_blocks(slice_init)[0])[-2], ti.FILL)
+    # The add per 16 x 16 tile of the warp's C, the tiles unrolled (constant register indices).
+    add_tile = _split_2d(sch, tiles.promote, ti.TILE_M, ti.TILE_N)
+    # Zero C once, before the slices (the copied loops keep the tiles' unrolling).
+    init = sch.decompose_reduction(tiles.promote, tiles.k_outer)
+    sch.tensorize(sch.get_loops(init)[-2], ti.FILL)
+    sch.tensorize(add_tile, ti.FRAG_ADD)
+    tiles.init = init
+
+
 def tensorize_tiles(sch: s_tir.Schedule, tiles: TensorTiles, cfg, mma: str) -> TensorTiles:
     """Zero the accumulators before the k loop, then replace the 16 x 16 x 8 tile, its zeroing
-    and its store with the intrinsics."""
-    init = sch.decompose_reduction(tiles.outer, tiles.k_outer)
-    init_tile = sch.get_child_blocks(init)[0]
-    for loop in sch.get_loops(init)[-2:]:
-        sch.unroll(loop)
-    sch.tensorize(sch.get_loops(init_tile)[-2], ti.FILL)
+    and its store with the intrinsics (promote 2: and the slice sum's zeroing and add)."""
+    if tiles.promote is not None:
+        _tensorize_promote(sch, tiles)
+    else:
+        init = sch.decompose_reduction(tiles.outer, tiles.k_outer)
+        init_tile = sch.get_child_blocks(init)[0]
+        for loop in sch.get_loops(init)[-2:]:
+            sch.unroll(loop)
+        sch.tensorize(sch.get_loops(init_tile)[-2], ti.FILL)
+        tiles.init = init
     sch.tensorize(sch.get_loops(tiles.block)[-3], mma)
     sch.tensorize(sch.get_loops(tiles.output_fragment)[-2], ti.STORE[cfg.shared_scope])
     sch.unroll(tiles.tile_i)
     sch.unroll(tiles.tile_j)
-    tiles.init = init
     tiles.block = tiles.outer  # the 16 x 16 x 8 block is now the intrinsic's; padding sees the tile
     return tiles
 
@@ -208,9 +270,17 @@ def tensorize_tiles(sch: s_tir.Schedule, tiles: TensorTiles, cfg, mma: str) -> T
 def async_pipeline(sch: s_tir.Schedule, tiles: TensorTiles, stages: int) -> TensorTiles:
     """cp.async global -> shared, `stages` buffers, copies `stages - 1` slices ahead (step 7's
     idea on the tensor-core loop nest); the slice's k steps unrolled so fragment loads of the
-    next 8 k can overlap the mma of this one."""
-    sch.annotate(tiles.k_outer, "software_pipeline_stage", [0, 0, stages - 1])
-    sch.annotate(tiles.k_outer, "software_pipeline_order", [0, 1, 2])
+    next 8 k can overlap the mma of this one.
+
+    The k_outer body is [copy A, copy B, compute...]: one stage per statement, the copies in
+    stage 0, the rest (the k steps; with promote 2 also the slice sum's zeroing before them and
+    its add after) in stage `stages - 1`, in program order."""
+    body = sch.get(tiles.k_outer).body
+    statements = len(body.seq) if isinstance(body, tvm.tirx.SeqStmt) else 1
+    if statements < 3:
+        raise ValueError(f"k_outer's body has {statements} statements; expected copy A, copy B, compute")
+    sch.annotate(tiles.k_outer, "software_pipeline_stage", [0, 0] + [stages - 1] * (statements - 2))
+    sch.annotate(tiles.k_outer, "software_pipeline_order", list(range(statements)))
     sch.annotate(tiles.k_outer, "software_pipeline_async_stages", [0])
     sch.unroll(tiles.k_step)
     return tiles

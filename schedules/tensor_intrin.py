@@ -26,7 +26,9 @@ it from global). So B's fragment is four 32-bit shared loads per lane.
 
 3xTF32 (``TF32X3_*``): x = big + small with big = tf32(x), small = tf32(x - big); the split is
 done once per fragment, at the shared -> register load, into a fragment of 8 registers per
-lane (0-3 big, 4-7 small). Its mma issues small*big + big*small + big*big.
+lane (0-3 big, 4-7 small). Its mma issues small*big + big*small + big*big. With per-slice
+promotion (step 14's promote 2) the mma accumulates in place and ``FRAG_ADD`` folds the slice's
+accumulator into C's, register by register.
 Pure IR: no GPU, no I/O.
 """
 
@@ -269,6 +271,40 @@ def _fill():
     return desc, impl
 
 
+def _add():
+    """C += S on two 16 x 16 fp32 accumulators in the same register layout: 8 fp32 adds per lane
+    (round to nearest, on the CUDA cores). Step 14's ``promote`` 2 folds each block_k slice's
+    tensor-core partial sum (S) into the fp32 accumulator (C) with it."""
+
+    @T.prim_func(s_tir=True)
+    def desc(c: T.handle, s: T.handle) -> None:
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        S = T.match_buffer(s, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(C[0:FRAG_C], S[0:FRAG_C])
+            T.writes(C[0:FRAG_C])
+            for i, j in T.grid(TILE_M, TILE_N):
+                with T.sblock("add"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    _lane, reg = T.meta_var(c_fragment(vi, vj))
+                    T.reads(C[reg], S[reg])
+                    T.writes(C[reg])
+                    C[reg] = C[reg] + S[reg]
+
+    @T.prim_func(s_tir=True)
+    def impl(c: T.handle, s: T.handle) -> None:
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        S = T.match_buffer(s, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(C[0:FRAG_C], S[0:FRAG_C])
+            T.writes(C[0:FRAG_C])
+            for _tx in T.thread_binding(0, WARP, "threadIdx.x"):
+                for r in T.unroll(FRAG_C):
+                    C[r] = C[r] + S[r]
+
+    return desc, impl
+
+
 def _store(scope: str):
     """Write a 16 x 16 fp32 accumulator to a (shared-memory) tile, each lane its 8 values."""
 
@@ -317,6 +353,7 @@ SPLIT_LOAD_B = {s: _name("tf32x3_load_b", s) for s in SCOPES}
 SPLIT_MMA = _name("tf32x3_mma_16x16x8")
 SPLIT_MMA_PROMOTE = _name("tf32x3_mma_16x16x8_promote")
 FILL = _name("fill_16x16_f32")
+FRAG_ADD = _name("add_16x16_f32")
 STORE = {s: _name("store_16x16_f32", s) for s in SCOPES}
 
 
@@ -331,6 +368,7 @@ def _register() -> None:
     TensorIntrin.register(SPLIT_MMA, *_mma(split=True), override=True)
     TensorIntrin.register(SPLIT_MMA_PROMOTE, *_mma(split=True, promote=True), override=True)
     TensorIntrin.register(FILL, *_fill(), override=True)
+    TensorIntrin.register(FRAG_ADD, *_add(), override=True)
 
 
 _register()

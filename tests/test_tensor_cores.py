@@ -8,6 +8,7 @@ On a GPU (``@pytest.mark.gpu``): correctness at odd shapes within each step's ow
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 
@@ -104,7 +105,7 @@ def _mma_count(src: str) -> int:
     return src.count(MMA)
 
 
-# One block / warp configuration, built as step 13 and as step 14 (promote 0 and 1).
+# One block / warp configuration, built as step 13 and as step 14 (promote 0, 1 and 2).
 SAME_TILES = [
     ((512, 512, 512), dict(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=3)),
     ((1000, 1500, 700), dict(block_m=128, block_n=128, block_k=16, warp_m=64, warp_n=32, stages=2, raster=4)),
@@ -116,7 +117,7 @@ def test_3xtf32_issues_three_mma_per_tile_product(shape, tiles):
     tf32 = _source(13, shape, TensorCorePipelineConfig(**tiles))
     n13 = _mma_count(tf32)
     assert n13 > 0 and n13 % 2 == 0  # two m16n8k8 per 16 x 16 x 8 tile
-    for promote in (0, 1):
+    for promote in (0, 1, 2):
         split = _source(14, shape, TF32x3Config(**tiles, promote=promote))
         assert _mma_count(split) == 3 * n13, (promote, _mma_count(split), n13)
 
@@ -146,6 +147,71 @@ def test_promote_adds_a_fresh_accumulator_in_fp32(shape):
     assert not PROMOTE_ADD_RE.search(plain) and "acc_ptr" not in plain
     outputs = re.findall(r'"=f"\(\(\(float \*\)\((\w+) \+ \d+\)\)\[0\]\)', plain)
     assert outputs and all(re.fullmatch(r"C\w*_local_ptr", o) for o in outputs)
+
+
+# `C_acc_shared_dyn_local_ptr[5] = (C_acc_shared_dyn_local_ptr[5] + C_slice_local_ptr[5]);`
+SLICE_ADD_RE = re.compile(r"(C_acc\w*_local_ptr)\[(\d+)\] = \(\1\[\2\] \+ (C_slice\w*_ptr)\[(\d+)\]\);")
+MMA_OUTPUT_RE = re.compile(r'"=f"\(\(\(float \*\)\((\w+) \+ \d+\)\)\[0\]\)')
+# (shape, tiles) with block_k 32 (4 k steps per slice) and 16 (2), padded and not.
+SLICE_TILES = [
+    ((2048, 2048, 2048), dict(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=64, stages=2, raster=8)),
+    ((1000, 1500, 700), dict(block_m=64, block_n=64, block_k=16, warp_m=32, warp_n=32, stages=3)),
+]
+
+
+@pytest.mark.parametrize("shape, tiles", SLICE_TILES, ids=lambda v: _id(v) if isinstance(v, tuple) else "")
+def test_promote_per_slice_adds_once_per_block_k_slice(shape, tiles):
+    """promote 2: the mma accumulate a whole block_k slice into C_slice (registers, zeroed at
+    each slice's start), and C_acc += C_slice in fp32 once per slice: block_k / 8 times fewer
+    fp32 adds than promote 1 at the same tiles, the same 3 mma per product, none into C_acc."""
+    steps = tiles["block_k"] // 8
+    per_warp = tiles["warp_m"] * tiles["warp_n"] // 32  # accumulator registers per lane
+    sliced = _source(14, shape, TF32x3Config(**tiles, promote=2))
+    per_step = _source(14, shape, TF32x3Config(**tiles, promote=1))
+    assert _mma_count(sliced) == _mma_count(per_step) > 0
+    adds = SLICE_ADD_RE.findall(sliced)
+    assert adds and len(PROMOTE_ADD_RE.findall(per_step)) == steps * len(adds)
+    # Register r of the slice sum goes to register r of C: one layout (the mma's) for both.
+    assert all(c_reg == s_reg for _, c_reg, _, s_reg in adds)
+    # Each (unrolled) slice adds every register of the warp's tile once: 6 mma per 16 x 16 x 8
+    # tile and block_k / 8 k steps per slice, so 8 adds per 6 * steps mma.
+    assert len(adds) == 8 * _mma_count(sliced) // (6 * steps)
+    assert sorted({int(r) for _, r, _, _ in adds}) == list(range(per_warp))
+    assert "acc_ptr" not in sliced and not PROMOTE_ADD_RE.search(sliced)
+    # Both accumulators are the warp tile's registers; the slice index compacts away.
+    sizes = dict(re.findall(r"float (C_(?:acc|slice)\w*_local_ptr)\[(\d+)\];", sliced))
+    assert sorted(sizes.values()) == [str(per_warp)] * 2, sizes
+    # Every mma writes the slice accumulator, none C_acc (whose adds then round to nearest).
+    outputs = MMA_OUTPUT_RE.findall(sliced)
+    assert outputs and all(o.startswith("C_slice") for o in outputs), sorted(set(outputs))
+    # C_slice is zeroed inside the slice loop (once per slice), C_acc once before it.
+    loop = sliced.index("for (int ko = 0;")
+    zero_slice = [m.start() for m in re.finditer(r"C_slice\w*_ptr\[\d+\] = 0x0p\+0f", sliced)]
+    zero_acc = [m.start() for m in re.finditer(r"C_acc\w*_local_ptr\[\d+\] = 0x0p\+0f", sliced)]
+    assert len(zero_acc) == per_warp and max(zero_acc) < loop
+    assert zero_slice and min(zero_slice) > loop and len(zero_slice) % per_warp == 0
+    assert len(zero_slice) // per_warp == len(adds) // per_warp  # one zeroing per slice add
+    # Still a cp.async pipeline with ldmatrix fragment loads.
+    assert re.search(r"cp\.async\.c[ag]\.shared\.global", sliced) and "cp.async.wait_group" in sliced
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in sliced
+
+
+def test_promote_per_slice_pipelines_every_statement_of_the_slice():
+    """The k_outer body of promote 2 is [copy A, copy B, zero C_slice, k steps, C += C_slice]:
+    the software pipeline gets one stage per statement, copies first (cp.async ahead)."""
+    shape, tiles = SLICE_TILES[0]
+    sch = schedules.get_step(14).schedule(*shape, TF32x3Config(**{**tiles, "stages": 3}, promote=2))
+    pipelined = [sch.get(loop) for loop in sch.get_loops(sch.get_sblock("C_o_update"))
+                 if "software_pipeline_stage" in sch.get(loop).annotations]
+    assert len(pipelined) == 1
+    loop = pipelined[0]
+    assert [int(v) for v in loop.annotations["software_pipeline_stage"]] == [0, 0, 2, 2, 2]
+    assert [int(v) for v in loop.annotations["software_pipeline_order"]] == [0, 1, 2, 3, 4]
+    # What each statement is: the blocks it holds.
+    names = [set(re.findall(r'T\.sblock\("([^"]+)"\)', str(stmt))) for stmt in loop.body.seq]
+    assert [{n for n in blocks if n.endswith("_shared.dyn")} for blocks in names[:2]] == \
+        [{"A_pad_shared.dyn"}, {"B_pad_shared.dyn"}]
+    assert "C_o_init" in names[2] and "C_o_update" in names[3] and "C_promote_update_o" in names[4]
 
 
 def test_split_happens_once_per_fragment_in_registers():
@@ -215,6 +281,26 @@ def test_nvcc_no_spills_no_stack_frame(step, shape):
     assert report.shared_bytes == 0  # dynamic only: sized at launch, not seen by ptxas
 
 
+# promote 2 keeps a second warp-tile accumulator (C_slice) live next to C: the configs it is
+# recommended at, each spill-free (ptxas, sm_90: 193 / 243 / 128 / 244 registers at 2048^3).
+SLICE_CONFIGS = [
+    dict(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=64, stages=2, raster=8),
+    dict(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=32, stages=3, raster=8),
+]
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+@pytest.mark.parametrize("shape", [(2048, 2048, 2048), (257, 129, 131)], ids=_id)
+@pytest.mark.parametrize("tiles", SLICE_CONFIGS, ids=lambda t: f"{t['warp_m']}x{t['warp_n']}s{t['stages']}")
+def test_nvcc_promote_per_slice_no_spills(tiles, shape):
+    cfg = TF32x3Config(**tiles, promote=2)
+    report = nvcc.compile_report(_source(14, shape, cfg), "sm_90")
+    assert report.ok, report.log[-2000:]
+    where = f"promote 2 {tiles} at {_id(shape)} ({report.registers} registers)"
+    assert report.spills == 0 and report.stack_bytes == 0, f"{where}: {report.spills} B spills, {report.stack_bytes} B stack"
+    assert report.registers <= min(255, 65536 // cfg.threads)
+
+
 # --- config validation: one line each -------------------------------------------------------
 
 BAD_CONFIGS = [
@@ -233,9 +319,9 @@ BAD_CONFIGS = [
     (TensorCorePipelineConfig(pad_b=32), ("pad_b", "below 32")),
     (TensorCorePipelineConfig(pad_b=-4), ("pad_b", "non-negative")),
     (TensorCorePipelineConfig(block_k=128, stages=5), ("shared memory", "227 KB")),
-    (TF32x3Config(promote=2), ("promote", "0 or 1")),
-    (TF32x3Config(promote=True), ("promote", "0 or 1")),
-    (TF32x3Config(promote=-1), ("promote", "0 or 1")),
+    (TF32x3Config(promote=3), ("promote", "0, 1 or 2")),
+    (TF32x3Config(promote=True), ("promote", "0, 1 or 2")),
+    (TF32x3Config(promote=-1), ("promote", "0, 1 or 2")),
     (TF32x3Config(stages=0), ("stages", "2 to 5")),
 ]
 
@@ -259,6 +345,7 @@ def test_good_configs_validate_at_any_shape():
             cls().validate(*shape)
     TensorCorePipelineConfig(stages=2, pad_a=0, pad_b=0).validate(64, 64, 64)
     TF32x3Config(promote=0, stages=5, block_k=16).validate(64, 64, 64)
+    TF32x3Config(promote=2, stages=2, block_k=64).validate(1000, 1500, 700)
 
 
 # --- the fragment maps (PTX ISA, mma.m16n8k8 TF32) ------------------------------------------
@@ -388,12 +475,14 @@ def test_split_matches_the_tir_expression():
     assert np.array_equal(y.numpy()[:, 1].view(np.uint32), small.view(np.uint32))
 
 
+@pytest.mark.parametrize("promote", [1, 2])
 @pytest.mark.parametrize("shape", [(33, 65, 129), (1, 24, 7), (64, 64, 512)], ids=_id)
-def test_3xtf32_computation_is_fp32_accurate_on_the_cpu(shape):
+def test_3xtf32_computation_is_fp32_accurate_on_the_cpu(shape, promote):
     """Step 14's computation (split operands, its own pad blocks, before any schedule) run on
-    the CPU: the three products recover fp32 accuracy (a plain TF32 product would be ~1e-4)."""
+    the CPU: the three products recover fp32 accuracy (a plain TF32 product would be ~1e-4).
+    promote 2's two-level sum (per block_k slice, then over slices) is the same product."""
     M, N, K = shape
-    cfg = step14_3xtf32.default_config(M, N, K)
+    cfg = dataclasses.replace(step14_3xtf32.default_config(M, N, K), promote=promote)
     lib = tvm.compile(tvm.IRModule({"main": step14_3xtf32.computation(M, N, K, cfg)}), target="llvm")
     a, b = harness.random_operands(M, N, K, np.random.default_rng(M + N + K))
     c = tvm.runtime.tensor(np.full((M, N), np.nan, np.float32))
@@ -439,6 +528,53 @@ def test_truncating_accumulation_bias_grows_with_k_and_promotion_removes_it():
     assert p4096 / p256 < 8 and p4096 < harness.TOLERANCE / 10
 
 
+def _emulate_3xtf32(a, b, promote: int, block_k: int = 32) -> np.ndarray:
+    """Step 14's arithmetic, mma by mma: the operands split as the load intrinsic splits them,
+    each mma (one of small*big, big*small, big*big over 8 k) summing its products exactly and
+    adding them to its accumulator with truncation (the tensor core), accumulators folded into
+    C with fp32's round to nearest. promote 0: the mma accumulate into C; 1: into a fresh
+    accumulator per 8-k step; 2: per block_k slice."""
+    (a_big, a_small), (b_big, b_small) = tf32_split(a), tf32_split(b)
+    a_big, a_small, b_big, b_small = (v.astype(np.float64) for v in (a_big, a_small, b_big, b_small))
+    c = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    span = {1: 8, 2: block_k}.get(promote)  # the k that one promoted accumulator sums
+    acc = c
+    for k in range(0, a.shape[1], 8):
+        if span and k % span == 0:
+            acc = np.zeros_like(c)
+        s = slice(k, k + 8)
+        for x, y in ((a_small, b_big), (a_big, b_small), (a_big, b_big)):  # the intrinsic's order
+            acc = _truncate_to_fp32(acc.astype(np.float64) + x[:, s] @ y[s])
+        if not span:
+            c = acc
+        elif (k + 8) % span == 0:
+            c = c + acc  # fp32 add: round to nearest
+    return c
+
+
+def test_promote_per_slice_error_does_not_grow_with_k():
+    """promote 2 in emulation: within a slice the tensor core truncates, but relative to that
+    slice's partial sum (block_k / K of C), and the slices add up rounding to nearest; so the
+    error stays ~3e-7-5e-7 from K = 1024 to 16384, while promote 0's grows linearly (this
+    emulation gives 3.8e-5 / 1.5e-4 at 4096 / 16384, the GPU measured 2.9e-5 / 1.2e-4 for
+    promote 0 and 4.3e-7 / 8.2e-7 for promote 1, which it gives as 4.1e-7 / 8.1e-7)."""
+    rng = np.random.default_rng(20261122)
+    errors = {}
+    for K in (1024, 4096, 16384):
+        a, b = harness.random_operands(48, 48, K, rng)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        errors[K] = {p: harness.relative_error(_emulate_3xtf32(a, b, p), ref) for p in (0, 2)}
+    truncated = [errors[K][0] for K in (1024, 4096, 16384)]
+    sliced = [errors[K][2] for K in (1024, 4096, 16384)]
+    assert 3 < truncated[1] / truncated[0] < 5 and 3 < truncated[2] / truncated[1] < 5  # linear in K
+    assert truncated[1] > harness.TOLERANCE
+    assert max(sliced) < 1e-6 and sliced[2] / sliced[0] < 2, sliced  # flat in K
+    # A whole-K "slice" is promote 0 again: the slice length is what bounds the error.
+    a, b = harness.random_operands(48, 48, 4096, rng)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert harness.relative_error(_emulate_3xtf32(a, b, 2, block_k=4096), ref) > harness.TOLERANCE
+
+
 # --- on the GPU ------------------------------------------------------------------------------
 
 GPU_ODD = [(1000, 1500, 700), (2047, 2047, 2047), (33, 65, 129), (1, 300, 77), (513, 257, 1025), (7, 4096, 13)]
@@ -466,3 +602,14 @@ def test_gpu_3xtf32_is_fp32_accurate_at_large_k(shape, runner):
     lib = schedules.build(14, *shape, arch=harness.gpu_arch())
     errors = [runner.check(lib["main"], *shape) for _ in range(2)]
     assert all(e <= harness.TOLERANCE for e in errors), f"3xTF32 at {_id(shape)}: relative errors {errors}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (256, 256, 16384), (1000, 1500, 700), (257, 129, 131)], ids=_id)
+def test_gpu_promote_per_slice_is_fp32_accurate(shape, runner):
+    """promote 2 at its first recommended config: within 1e-5 of float64 at large K and at odd
+    shapes (predicted ~4e-7-5e-7 at K = 4096-16384, step 14's docstring)."""
+    cfg = TF32x3Config(**SLICE_CONFIGS[0], promote=2)
+    lib = schedules.build(14, *shape, arch=harness.gpu_arch(), config=cfg)
+    errors = [runner.check(lib["main"], *shape) for _ in range(2)]
+    assert all(e <= harness.TOLERANCE for e in errors), f"promote 2 at {_id(shape)}: relative errors {errors}"
