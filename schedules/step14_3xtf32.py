@@ -1,7 +1,7 @@
 """Step 14 — 3xTF32: fp32 accuracy from TF32 tensor cores.
 
 Idea: step 13 is fast but reduced precision (TF32 keeps 10 of fp32's 23 mantissa bits). Split
-each operand x into big = tf32(x) and small = tf32(x - big); then
+each operand x into big = tf32(x) and small = x - big (the tensor core reads small's top 11 bits); then
 x*y ~ big_x*big_y + big_x*small_y + small_x*big_y (small*small is below fp32's rounding), three
 TF32 products that together carry fp32's accuracy. TensorIR expresses the split as producer
 blocks: the matmul is written over split operands (``computation`` below: A_split[i, k, part],

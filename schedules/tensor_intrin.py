@@ -24,7 +24,7 @@ Loads: an fp32 A fragment is four 8 x 4 fp32 tiles, which is what ``ldmatrix.x4.
 16-bit halves, not fp32 elements, and B is stored k-major (n contiguous, as cp.async copies
 it from global). So B's fragment is four 32-bit shared loads per lane.
 
-3xTF32 (``TF32X3_*``): x = big + small with big = tf32(x), small = tf32(x - big); the split is
+3xTF32 (``TF32X3_*``): x = big + small with big = tf32(x), small = x - big; the split is
 done once per fragment, at the shared -> register load, into a fragment of 8 registers per
 lane (0-3 big, 4-7 small). Its mma issues small*big + big*small + big*big. With per-slice
 promotion (step 14's promote 2) the mma accumulates in place and ``FRAG_ADD`` folds the slice's
@@ -65,19 +65,11 @@ def b_element(lane, reg):
     return lane % 4 + 4 * (reg % 2), lane // 4 + 8 * (reg // 2)
 
 
-# -- TF32 rounding in integer arithmetic (exact, no GPU instruction needed) ------------------
-# tf32 keeps fp32's sign and 8-bit exponent and the top 10 of its 23 mantissa bits. Adding
-# half of the dropped part (0x1000) before masking rounds to nearest, ties away from zero:
-# what ``cvt.rna.tf32.f32`` does. The tensor core itself ignores the low 13 bits of its
-# inputs (truncation), so feeding it x unrounded costs up to one tf32 ulp where rounding
-# costs half.
+# -- TF32 in integer arithmetic (exact, no GPU instruction needed) -----------------------------
+# tf32 keeps fp32's sign and 8-bit exponent and the top 10 of its 23 mantissa bits. The tensor
+# core ignores the low 13 bits of its inputs (truncation toward zero), so a value is "TF32" once
+# they are cleared; clearing them is one AND with this mask.
 TF32_MASK = 0xFFFFE000
-TF32_HALF = 0x1000
-
-
-def tf32_round(x):
-    bits = T.reinterpret("uint32", x)
-    return T.reinterpret("float32", T.bitwise_and(bits + T.uint32(TF32_HALF), T.uint32(TF32_MASK)))
 
 
 def tf32_big(x):
@@ -85,21 +77,22 @@ def tf32_big(x):
 
     Truncation, not rounding: one integer AND instead of an add and an AND, for each of the
     16-32 fragment registers split per 8 k (the split competes with the mma for issue slots).
-    small = x - big is then exact and below one TF32 ulp of x; rounding small to TF32 keeps
-    its top 11 bits, so big + small is x to within 2^-22 relative. Measured on the H100
-    (2026-11-22, 4096^3): 57.6 TFLOP/s and 4.3e-7 error, against 54.8 and 4.2e-7 with a
-    rounded big."""
+    Measured on the H100 (2026-11-22, 4096^3): 57.6 TFLOP/s and 4.3e-7 error, against 54.8 and
+    4.2e-7 with a rounded big."""
     return T.reinterpret("float32", T.bitwise_and(T.reinterpret("uint32", x), T.uint32(TF32_MASK)))
 
 
 def tf32_split(x, part):
-    """Part 0 (big) or 1 (small) of x = big + small: big = tf32_big(x), small = tf32(x - big).
+    """Part 0 (big) or 1 (small) of x = big + small: big = tf32_big(x), small = x - big.
 
-    x - big is exact in fp32 (it is x's low 13 mantissa bits), and rounding it to tf32 keeps
-    its top 11 significant bits: the rest, x - big - small, is below fp32's own rounding of
-    the product sum, so small*small and that remainder are dropped."""
+    x - big is exact in fp32: x's low 13 mantissa bits, below one TF32 ulp of x. small is passed
+    to the tensor core as it is, which reads its top 11 significant bits (truncation), so the
+    tensor core sees x to within 2^-21 relative; the rest, and small*small, are below what an
+    fp32 sum keeps. Rounding small to TF32 first (an integer add and an AND per fragment
+    register) would halve that to 2^-22: measured on the H100 (2026-11-23, promote 1), 4.3e-7
+    against 5.3e-7 at 4096^3 (cuBLAS SGEMM: 1.15e-6) for 4-7% of the speed, so it is not done."""
     big = tf32_big(x)
-    return T.if_then_else(part == 0, big, tf32_round(x - big))
+    return T.if_then_else(part == 0, big, x - big)
 
 
 # -- descriptions and implementations ----------------------------------------------------------
@@ -162,7 +155,7 @@ def _load(scope: str, operand: str, split: bool = False):
                         frag[r] = shared[k, n]
                 if split:
                     for r in T.unroll(FRAG_AB):
-                        frag[FRAG_AB + r] = tf32_round(frag[r] - tf32_big(frag[r]))
+                        frag[FRAG_AB + r] = frag[r] - tf32_big(frag[r])
                         frag[r] = tf32_big(frag[r])
 
     return desc, impl
