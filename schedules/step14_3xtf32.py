@@ -1,67 +1,61 @@
 """Step 14 — 3xTF32: fp32 accuracy from TF32 tensor cores.
 
 Idea: step 13 is fast but reduced precision (TF32 keeps 10 of fp32's 23 mantissa bits). Split
-each operand x into big = tf32(x) and small = x - big (the tensor core reads small's top 11 bits); then
-x*y ~ big_x*big_y + big_x*small_y + small_x*big_y (small*small is below fp32's rounding), three
-TF32 products that together carry fp32's accuracy. TensorIR expresses the split as producer
-blocks: the matmul is written over split operands (``computation`` below: A_split[i, k, part],
-B_split[k, j, part]), those blocks are computed at the shared -> register load (one split per
-fragment, not per mma that reads it) and tensorized with a load intrinsic that loads and splits
-in registers; the mma intrinsic issues small*big, big*small, then big*big.
+each operand x into big = tf32(x) and small = x - big (exact; the tensor core reads small's top
+11 bits, so it sees x to within 2^-21); then x*y ~ big_x*big_y + big_x*small_y + small_x*big_y
+(small*small is below fp32's rounding), three TF32 products that together carry fp32's accuracy.
+TensorIR expresses the split as producer blocks: the matmul is written over split operands
+(``computation`` below: A_split[i, k, part], B_split[k, j, part]), those blocks are computed at
+the shared -> register load (one split per fragment, not per mma that reads it) and tensorized
+with a load intrinsic that loads and splits in registers; the mma intrinsic issues small*big,
+big*small, then big*big.
 
 Accumulation. The tensor core adds its products into C with truncation (round toward zero,
 Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021). Accumulating all of K into C
-on the tensor core therefore loses up to an ulp of C per 8-k step, always toward zero: a bias
-that grows with K (a probe of this accumulation measured 7.2e-6 at 1024^3, 12x cuBLAS SGEMM's
-error, and it would pass 1e-5 near K = 2048). ``promote`` 1 gives each 8-k step's three products
-a fresh zero accumulator (so the truncation is relative to one step's partial sum, K/8 times
-smaller) and adds it to C with an fp32 add, which rounds to nearest: the error then grows like
-an fp32 sum's, not linearly. It costs 8 FADDs per 6 mma per lane.
+on the tensor core (``promote`` 0) therefore loses up to an ulp of C per 8-k step, always toward
+zero: a bias that grows with K. ``promote`` 1 gives each 8-k step's three products a fresh zero
+accumulator (the truncation is then relative to one step's partial sum) and adds it to C with
+fp32 adds, which round to nearest: 8 FADDs per 6 mma per lane. ``promote`` 2, the default,
+promotes once per block_k slice: the tensor core accumulates a whole slice (block_k / 8 steps x
+3 products) into a per-slice accumulator C_slice, zeroed at the slice's start, and the slice's
+partial sum is added to C: block_k / 8 times fewer FADDs. TensorIR writes it as a two-level sum
+(``_sliced``): block "C" sums C_slice[ko, i, j] over one slice (ko = k // block_k is a spatial
+axis of it), block "C_promote" adds C_acc[i, j] += C_slice[ko, i, j] over ko. Its error: the
+3 * block_k / 8 truncations of a slice (12 at block_k 32) cost a few 2^-23 of that slice's
+partial sum S_ko, toward zero; summed over the slices that is a few 2^-23 of C whatever K is (the
+number of truncations per accumulator is fixed by block_k, where promote 0 truncates 3K / 8 times
+against C itself), and the K / block_k fp32 adds across slices grow like a rounded sum. The cost
+is registers: C_slice is a second warp-tile accumulator (warp_m * warp_n / 32 registers).
 
-``promote`` 2 promotes once per block_k slice instead of once per 8-k step: the tensor core
-accumulates a whole slice (block_k / 8 steps x 3 products) into a per-slice accumulator C_slice,
-zeroed at the slice's start, and the slice's partial sum is added to C with fp32 adds: block_k / 8
-times fewer FADDs than promote 1 (8 per 6 * block_k / 8 mma per lane). TensorIR writes it as a
-two-level sum (``_sliced``): block "C" sums C_slice[ko, i, j] over one slice (ko = k // block_k
-is a spatial axis of it), block "C_promote" adds C_acc[i, j] += C_slice[ko, i, j] over ko.
-Error: each mma still truncates, losing less than one ulp of its accumulator, but that
-accumulator is now one slice's partial sum S_ko, not all of C. The 3 * block_k / 8 truncations of
-a slice (12 at block_k 32) cost at most 12 ulp(S_ko), on average a few 2^-23 |S_ko|, toward
-zero, i.e. -eps_ko * S_ko with eps_ko of a few 2^-23. Over all slices that is -sum(eps_ko * S_ko):
-the mean eps times C (the S_ko sum to C) plus a spread of order eps * |C|, a relative error of a
-few 2^-23 whatever K is: the number of truncations per accumulator is fixed by block_k, where
-promote 0 truncates 3K / 8 times against C itself (linear in K). The K / block_k fp32 adds
-across slices round to nearest and grow like a rounded sum of K / block_k terms, 4x fewer terms
-than promote 1's K / 8 at block_k 32. A numpy emulation of this arithmetic (mma by mma,
-truncating; tests/test_tensor_cores.py), which reproduces the measured errors below (promote 1
-within 5%, promote 0 within a third), predicts 3.4e-7 / 3.9e-7 / 5.1e-7 at K = 1024 / 4096 / 16384 for promote 2
-(promote 1: 2.5e-7 / 4.1e-7 / 8.1e-7). Cost: C_slice is a second warp-tile accumulator, warp_m
-* warp_n / 32 more registers (193 instead of 153 for 32 x 64 warps, 128 instead of 89 for 32 x 32;
-no spills at the configs tests/test_tensor_cores.py lists). Not yet measured on a GPU.
+Prediction (first version, promote 1): 3 mma per product instead of 1, plus the split and the
+promote adds: about a third of step 13's speed, ~1.3-1.6x cuBLAS strict fp32 at 2048 and 4096;
+error ~1e-6 (promote 1), ~1e-5 and growing with K (promote 0).
 
-Prediction: 3 mma per product instead of 1, plus the split (10 integer ops per fragment
-register) and the promote adds: about a third of step 13's speed, ~1.3-1.6x cuBLAS strict fp32
-at 2048 and 4096; error ~1e-6 (promote 1), ~1e-5 and growing with K (promote 0).
-
-Measured (H100 80GB HBM3, 2026-11-22, device probes, kernel time):
+Measured (H100 80GB HBM3, 2026-11-22, device probes, kernel time), first version (promote 1,
+small rounded to TF32, 8 warps of 32 x 32):
 - accuracy, as predicted. Against float64, with promote 1: 2.2e-7 / 3.2e-7 / 4.3e-7 at 1024 /
   2048 / 4096 and 8.2e-7 at 256 x 256 x 16384, against cuBLAS SGEMM's 5.7e-7 / 8.1e-7 / 1.15e-6
-  on the same inputs: 3xTF32 is *more* accurate than fp32 SIMT (each 8-k partial sum is exact
-  to ~2^-22 and the adds round to nearest). With promote 0: 1.4e-5 / 2.9e-5 at 2048 / 4096 and
-  1.2e-4 at K = 16384: linear in K, the signature of the truncating accumulation, and over the
-  1e-5 bar from K ~ 1500. So promote 0 is kept only as the measured counterexample.
-- speed, below the prediction: 53.3 / 56.2 TFLOP/s at 2048 / 4096 (1.06x / 1.09x cuBLAS strict
-  fp32, 50.4 / 51.6), 37.4 at 1024, 11.3 at 512. The mma work alone would allow ~107 (322 / 3).
-  What costs: the promote adds (promote 0 at the same 64 x 32 warp tiles: 61 vs 47-50), the
-  split (4 integer ops per fragment register with a rounded big, 3 with the truncated one:
-  +5%), and registers: big + small fragments and the extra accumulator spill 64 x 64 warp
-  tiles and 16-warp blocks, so the spill-free default uses 32 x 32 warp tiles, which split and
-  load each fragment for only 2 x 2 tiles of mma.
-The committed ladder run (same day): 13.8 / 45.1 / 53.6 / 55.6 TFLOP/s at 512 / 1024 / 2048 /
-4096, 65% / 117% / 106% / 108% of cuBLAS strict fp32 (21.3 / 38.6 / 50.3 / 51.5), 1.11x / 1.19x
-/ 1.21x step 11 at 1024 / 2048 / 4096. Every shape of bench/shapes.toml within 1.6e-6 of float64.
-It is the ladder's fastest fp32-accurate kernel from 1024 up, but short of the issue's 1.25x
-cuBLAS SGEMM at 2048 and 4096 (1.06x / 1.08x); docs/tensor-cores.md says what limits it.
+  on the same inputs. With promote 0: 1.4e-5 / 2.9e-5 at 2048 / 4096 and 1.2e-4 at K = 16384:
+  linear in K, the signature of the truncating accumulation, over the 1e-5 bar from K ~ 1500.
+- speed, below the prediction: 53.6 / 55.6 TFLOP/s at 2048 / 4096 in the ladder run, 1.06x /
+  1.08x cuBLAS strict fp32 (50.3 / 51.5), short of the issue's 1.25x.
+
+What limited it (ncu, 4096^3, 64 x 128 blocks of 32 x 64 warps, promote 1, 2026-11-23): issue
+slots, not the tensor pipe (56% active). Of the executed instructions 38% were FADD (the promote
+adds and the split's x - big), 21% HMMA, 16% IADD3 and 10% LOP3 (the split's integer ops): 4.8
+instructions per mma, and "selected" (issuing) was a quarter of the warps' stall samples. Two
+changes cut instructions per mma:
+- small unrounded (tensor_intrin.tf32_split): 2 integer ops less per fragment register.
+  Predicted +5%; measured 62.0 -> 64.7 at 4096 and 57.9 -> 61.4 at 2048 (+4-6%), error 4.3e-7 ->
+  5.3e-7 at 4096 (zero-mean inputs; 3.1e-7 -> 4.2e-7 on positive ones), still below SGEMM's.
+- promote 2: ptxas' count per slice and warp goes from 352 FADDs to 160 for 192 HMMA. Predicted
+  ~66 TFLOP/s, between promote 1 and the inaccurate promote 0 (68.9), with registers (193-243
+  instead of 153) the risk. Measured 74.7 at 4096 and 66.7 at 2048 with 3 stages of 64 x 128
+  blocks of 32 x 64 warps (243 registers: 2 blocks of 4 warps per SM), faster than promote 0 was:
+  it also frees the registers promote 1's per-step accumulator held in the mma loop. Error 5.5e-7
+  at 4096, 5.3e-7 at 2048 (cuBLAS SGEMM 1.15e-6 / 8.1e-7).
+So 1.45x / 1.33x cuBLAS strict fp32 (51.6 / 50.3 in the same device session) at 4096 / 2048 in
+the probes; ``python -m steps`` gives the committed ladder numbers (README).
 
 Run: python -m steps.step14
 """
@@ -90,14 +84,13 @@ EXPECTED_REGRESSION = dict.fromkeys(
 
 
 def default_config(M: int, N: int, K: int) -> TF32x3Config:
-    # Twice step 13's fragment registers (big and small) plus the promoted accumulator: 64 x 64
-    # warp tiles spill, and so do the 16-warp blocks (128 registers each at 512 threads) that
-    # measured fastest (256 x 128 of 64 x 32 warps: 57.5 / 56.8 TFLOP/s at 4096 / 2048, with
-    # 4-40 bytes of spills). The fastest without a spill: 8 warps of 32 x 32 in 64 x 128 blocks,
-    # 89 registers, 56.2 / 53.3 (H100, 2026-11-22, 13 configs).
-    if M * N <= 1024 * 1024:
-        return TF32x3Config(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=3, promote=1)
-    return TF32x3Config(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=32, stages=3, raster=8, promote=1)
+    # Per-slice promotion everywhere. From 1024^2 outputs up, 64 x 128 blocks of four 32 x 64
+    # warps, 3 stages (243 registers: two blocks per SM); below, 32 x 64 blocks of four 16 x 32
+    # warps, for more blocks on 132 SMs. The best of 39 configs (H100, 2026-11-23): 74.7 / 66.7 /
+    # 56.7 / 23.5 TFLOP/s at 4096 / 2048 / 1024 / 512.
+    if M * N <= 512 * 512:
+        return TF32x3Config(block_m=32, block_n=64, block_k=32, warp_m=16, warp_n=32, stages=3, promote=2)
+    return TF32x3Config(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=64, stages=3, raster=8, promote=2)
 
 
 def computation(M: int, N: int, K: int, cfg: TF32x3Config):

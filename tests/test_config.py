@@ -563,12 +563,12 @@ DEFAULTS[13] = {
     1024: (64, 128, 32, 32, 64, 4, 3, 4, 8, 1),
     2048: (128, 128, 32, 64, 64, 4, 3, 8, 8, 4),
 }
-# Step 14: promoted accumulation everywhere; 8 warps of 32 x 32 in 64 x 128 blocks at 2048 (the
-# fastest spill-free tile; 16-warp blocks spill at 128 registers per thread).
+# Step 14: per-slice promotion everywhere; four 16 x 32 warps in 32 x 64 blocks at 512, four
+# 32 x 64 warps in 64 x 128 blocks (rasterized 8 wide) from 1024 up.
 DEFAULTS[14] = {
-    512: (64, 64, 32, 32, 32, 4, 3, 4, 8, 1, 1),
-    1024: (64, 64, 32, 32, 32, 4, 3, 4, 8, 1, 1),
-    2048: (64, 128, 32, 32, 32, 4, 3, 4, 8, 8, 1),
+    512: (32, 64, 32, 16, 32, 4, 3, 4, 8, 1, 2),
+    1024: (64, 128, 32, 32, 64, 4, 3, 4, 8, 8, 2),
+    2048: (64, 128, 32, 32, 64, 4, 3, 4, 8, 8, 2),
 }
 
 

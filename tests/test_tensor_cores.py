@@ -82,14 +82,17 @@ def test_builds_with_mma_ldmatrix_and_cp_async(step, shape):
 
 @pytest.mark.parametrize("step", TC_STEPS, ids=_id)
 def test_fragments_and_accumulator_are_per_thread_registers(step):
-    """Per lane: 8 accumulators per 16 x 16 tile of the warp's C, 4 registers per 16 x 8 (A) or
-    8 x 16 (B) fragment, twice that (big, small) for 3xTF32."""
+    """Per lane: 8 accumulators per 16 x 16 tile of the warp's C (twice, C_slice and C, where
+    step 14 promotes per slice), 4 registers per 16 x 8 (A) or 8 x 16 (B) fragment, twice that
+    (big, small) for 3xTF32."""
     shape = (512, 512, 512)
     cfg = step.default_config(*shape)
     src = _source(step.number, shape)
     tiles_m, tiles_n = cfg.warp_m // 16, cfg.warp_n // 16
     acc = re.findall(r"^\s*alignas\(\d+\) float (C\w*_local_ptr)\[(\d+)\];", src, re.M)
-    assert [int(n) for _, n in acc] == [tiles_m * tiles_n * 8] == [cfg.warp_m * cfg.warp_n // 32]
+    accumulators = 2 if getattr(cfg, "promote", 0) == 2 else 1
+    assert len({name for name, _ in acc}) == accumulators
+    assert [int(n) for _, n in acc] == [tiles_m * tiles_n * 8] * accumulators == [cfg.warp_m * cfg.warp_n // 32] * accumulators
     per = 8 if step.number == 14 else 4
     name = "split_local" if step.number == 14 else "shared_dyn_local"
     for op, tiles in (("A", tiles_m), ("B", tiles_n)):
