@@ -147,7 +147,16 @@ def test_odd_shapes_build(step, shape):
     assert 'extern "C" __global__' in src
     # One kernel on the caller's M x N x K buffers: no padded copy of A, B or C in global memory.
     kernels = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?\w+\(([^)]*)\)\s*\{', src)
-    if getattr(step.default_config(M, N, K), "split_k", 1) > 1:
+    cfg = step.default_config(M, N, K)
+    staged = padding.staged_operands(cfg, M, N, K)
+    # Staged padding (step 11's stage_pads): first one copy kernel per misaligned operand,
+    # X -> X_pad, and the matmul reads X_pad instead of X.
+    copies, kernels = kernels[:len(staged)], kernels[len(staged):]
+    for name, params in zip(staged, copies):
+        assert re.findall(r"\w+_ptr", params) == [f"{name}_ptr", f"{name}_pad_ptr"], params
+        assert f"{name}_pad_ptr" in kernels[0] and not re.search(rf"\b{name}_ptr", kernels[0]), kernels
+        kernels = [k.replace(f"{name}_pad_ptr", "") for k in kernels]
+    if getattr(cfg, "split_k", 1) > 1:
         # Split-K (step 11): the matmul writes its partial sums to a (padded) [split, M, N]
         # buffer, C_pad_rf, that a second kernel reduces into C; A and B still are not copied.
         assert len(kernels) == 2 and not re.search(r"\b[AB]_pad", " ".join(kernels)), kernels
