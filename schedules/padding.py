@@ -159,9 +159,11 @@ def stage_padding(sch: s_tir.Schedule, padding: Padding | None, staged: tuple[st
 
     C is not staged (a copy-out kernel would move M x N twice more); its pad block is still
     folded into the write-back by :func:`inline_padding`, predicated. But the write-back is
-    vectorized by the config's full ``vector`` now, and a float4 store into a row of odd
-    length is misaligned (the kernel faults): :func:`narrow_vectors` cuts it to the widest
-    store N allows.
+    vectorized by the config's full ``vector`` now, and a float4 store into a row whose length
+    is not a multiple of 4 is misaligned (the kernel faults). TVM 0.27's vectorizer happens to
+    fall back to a serial scalar loop here (the bounds predicate differs per lane), but the
+    store width should be the schedule's decision, not a fallback's: :func:`narrow_vectors`
+    cuts it to the widest store N allows (float2 where N is even, unrolled scalars where odd).
     """
     if padding is None or not staged:
         return padding

@@ -195,12 +195,13 @@ def test_no_float4_where_rows_are_not_16_byte_aligned(step):
 # --- the padded TensorIR is right: run it on the CPU, threads as serial loops -------------
 
 
-def serial_cpu_build(step, M: int, N: int, K: int):
-    """The step's schedule for M x N x K with every GPU thread loop made serial and every
-    buffer plain memory, compiled for the host CPU. Cooperative copies then run once per
-    (serial) thread, redundantly but with the same result, so this checks what the padding,
-    the inlined pad blocks and the predicates compute, independently of CUDA."""
-    text = step.schedule(M, N, K).mod.script()
+def serial_cpu_build(step, M: int, N: int, K: int, config=None):
+    """The step's schedule for M x N x K (its default config, or `config`) with every GPU
+    thread loop made serial and every buffer plain memory, compiled for the host CPU.
+    Cooperative copies then run once per (serial) thread, redundantly but with the same
+    result, so this checks what the padding, the inlined pad blocks and the predicates
+    compute, independently of CUDA."""
+    text = step.schedule(M, N, K, config).mod.script()
     text = re.sub(r'T\.thread_binding\((\d+), thread="[^"]+"\)', r"range(\1)", text)
     text = re.sub(r', scope="(?:shared|shared\.dyn|local)"', "", text)
     text = re.sub(r'"software_pipeline_async_stages": \[[0-9, ]*\],? ?', "", text)
