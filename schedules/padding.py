@@ -31,8 +31,8 @@ shared -> register fragments too.
 
 Staged padding (step 11's ``stage_pads`` 1, :func:`stage_padding`): the narrowing is what makes
 odd shapes slow. At 2047^3 every global -> shared copy is a 4-byte predicated cp.async and
-every fragment load a scalar (SASS per k-loop iteration: 64 LDGSTS + 64 STS and ~400 integer
-ops, against 16 LDGSTS at 2048^3; measured 30.6 against 45.3 TFLOPS on an H100). So instead
+every fragment load a scalar (the kernel's SASS: 64 LDGSTS, 64 STS and 485 integer ops against
+16 LDGSTS, no STS and 107 at 2048^3; measured 30.6 against 45.3 TFLOPS on an H100). So instead
 of inlining it, a misaligned operand's pad block (A when K breaks the vector, B when N does)
 becomes a kernel of its own that copies the operand into a padded, zero-filled global buffer
 (A_pad [Mp, Kp], B_pad [Kp, Np], allocated by TVM like split-K's partials), and the matmul

@@ -235,6 +235,9 @@ SERIAL_CASES = [
     ((40, 64, 131), STAGED),                               # A only
     ((40, 66, 128), STAGED),                               # B only
     ((9, 1, 20), dataclasses.replace(shape_rule.rule_config(9, 1, 20), stage_pads=1)),
+    # The rule's own (staged) pick at 2048 x 1 x 2048, an 8-wide tile split 8 ways (B only),
+    # at fewer rows: test_gpu_shapes.py runs it on the GPU at 2048 x 1 x 2048.
+    ((130, 1, 2048), shape_rule.rule_config(2048, 1, 2048)),
 ]
 
 
@@ -347,6 +350,10 @@ def test_sweep_measures_both_sides_on_misaligned_shapes():
     pick = shape_rule.rule_config(2047, 2047, 2047)
     assert pick in cfgs and dataclasses.replace(pick, stage_pads=1 - pick.stage_pads) in cfgs
     assert len(cfgs) <= sweep.NEIGHBOURHOOD and len(set(cfgs)) == len(cfgs)
+    # The committed entry (written before the field: stage_pads 0) is re-measured both ways.
+    committed = step11_split_k.tuned_configs()[(1531, 769, 3067)]
+    cfgs = step11_split_k.sweep_candidates(1531, 769, 3067, "sm_90", 132, sweep.NEIGHBOURHOOD)
+    assert committed in cfgs and dataclasses.replace(committed, stage_pads=1 - committed.stage_pads) in cfgs
     # 33 x 65 x 129: the rule does not stage, but the sweep still measures the staged pick.
     small = step11_split_k.sweep_candidates(33, 65, 129, "sm_90", 132, sweep.NEIGHBOURHOOD)
     assert dataclasses.replace(shape_rule.rule_config(33, 65, 129), stage_pads=1) in small
