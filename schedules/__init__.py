@@ -85,7 +85,10 @@ class Step:
         cfg.validate(M, N, K)
         # Any shape (schedules/padding.py): narrow `vector` where N or K breaks its alignment,
         # pad to whole tiles, let the step schedule the padded block, then inline the padding.
-        # Shapes the tiles divide skip both: the same IR as before shape support.
+        # Shapes the tiles divide skip both: the same IR as before shape support. A config
+        # that stages its misaligned operands (step 11's stage_pads) keeps its vector instead:
+        # their pad blocks become copy kernels and the matmul reads aligned buffers.
+        staged = padding.staged_operands(cfg, M, N, K)
         cfg = padding.effective_config(cfg, M, N, K)
         computation = getattr(self.module, "computation", None)
         if computation is None:
@@ -100,6 +103,7 @@ class Step:
             pads = padding.named_pads(sch)
         tiles = self.module.apply(sch, cfg, block)
         hoist_init(sch, tiles)
+        pads = padding.stage_padding(sch, pads, staged, N)
         padding.inline_padding(sch, pads, tiles.block, tiles.thread_j)
         return sch
 

@@ -129,7 +129,7 @@ class GridConfig:
         check_sizes(M, N, K)
         for f in fields(self):
             value = getattr(self, f.name)
-            least = 0 if f.name in ("pad_a", "unroll_k", "transpose_a") else 1
+            least = 0 if f.name in ("pad_a", "unroll_k", "transpose_a", "stage_pads") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 kind = "a non-negative" if least == 0 else "a positive"
                 raise ConfigError(f"{f.name} must be {kind} integer, got {value!r}")
@@ -278,11 +278,18 @@ MAX_SPLIT_K = 64
 @dataclass(frozen=True)
 class SplitKConfig(TunedConfig):
     """Step 11: the reduction over K split into `split_k` chunks (rfactor), each chunk its own
-    slice of the grid (blockIdx.z), summed by a second kernel; split_k 1 is step 10."""
+    slice of the grid (blockIdx.z), summed by a second kernel; split_k 1 is step 10.
+    `stage_pads` 1: where N or K breaks `vector` alignment, the misaligned operands are copied
+    by kernels of their own into padded, aligned buffers, so the matmul keeps its full vector
+    width (schedules/padding.py, ``stage_padding``); 0: the padding is inlined (the vector
+    narrows). Aligned shapes: no effect."""
 
     split_k: int = 1
+    stage_pads: int = 0
 
     def validate(self, M: int, N: int, K: int) -> None:
+        if self.stage_pads not in (0, 1) or isinstance(self.stage_pads, bool):
+            raise ConfigError(f"stage_pads must be 0 or 1, got {self.stage_pads!r}")
         super().validate(M, N, K)
         if not 1 <= self.split_k <= MAX_SPLIT_K:
             raise ConfigError(f"split_k must be 1-{MAX_SPLIT_K}, got {self.split_k!r}")
@@ -293,6 +300,15 @@ class SplitKConfig(TunedConfig):
                 f"split_k {self.split_k} leaves chunks of only padding at K={K} (chunks of "
                 f"{self.chunk_k(K)} = whole block_k {self.block_k} slices); use a smaller split_k"
             )
+        # A staged operand is a padded global buffer that TVM indexes in int32, like A, B, C.
+        m_pad, n_pad = -(-M // self.block_m) * self.block_m, -(-N // self.block_n) * self.block_n
+        k_pad = self.split_k * self.chunk_k(K)
+        for name, rows, cols, row_length in (("A", m_pad, k_pad, K), ("B", k_pad, n_pad, N)):
+            if self.stage_pads and row_length % self.vector and rows * cols >= MAX_ELEMENTS:
+                raise ConfigError(
+                    f"stage_pads: the padded copy of {name} would have {rows}x{cols} = {rows * cols} "
+                    f"elements, not below 2^31 (TVM indexes buffers with int32); use stage_pads 0"
+                )
 
     def chunk_k(self, K: int) -> int:
         """The length of one K chunk: K / split_k rounded up to whole block_k slices."""

@@ -29,6 +29,19 @@ TVM proves each float4 wholly in or out of bounds), and e.g. K = 2047 copies one
 time. One ``vector`` field drives all copies of a step, so the narrower width applies to its
 shared -> register fragments too.
 
+Staged padding (step 11's ``stage_pads`` 1, :func:`stage_padding`): the narrowing is what makes
+odd shapes slow. At 2047^3 every global -> shared copy is a 4-byte predicated cp.async and
+every fragment load a scalar (the kernel's SASS: 64 LDGSTS, 64 STS and 485 integer ops against
+16 LDGSTS, no STS and 107 at 2048^3; measured 30.6 against 45.3 TFLOPS on an H100). So instead
+of inlining it, a misaligned operand's pad block (A when K breaks the vector, B when N does)
+becomes a kernel of its own that copies the operand into a padded, zero-filled global buffer
+(A_pad [Mp, Kp], B_pad [Kp, Np], allocated by TVM like split-K's partials), and the matmul
+reads those: it is the kernel of the aligned padded problem, full ``vector``, no predicate on
+those copies. The price is one read and one write of the operand, and a launch each. An
+operand whose rows are aligned keeps its inlined, predicated float4 copies (as 1000 x 1500 x
+700 does); C keeps its predicated write-back, at the widest store its row length allows.
+Where nothing is misaligned ``stage_pads`` changes nothing: the same IR as ``stage_pads`` 0.
+
 Pure IR: no GPU, no I/O.
 """
 
@@ -37,7 +50,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from tvm import s_tir
+from tvm import s_tir, tirx
 
 VECTOR_WIDTHS = (4, 2, 1)
 
@@ -75,11 +88,24 @@ def global_vector(vector: int, N: int, K: int) -> int:
     return 1
 
 
+def staged_operands(cfg, M: int, N: int, K: int) -> tuple[str, ...]:
+    """The operands `cfg` stages at M x N x K (:func:`stage_padding`): with ``stage_pads`` 1,
+    A where its rows (length K) are not whole vectors, B where its rows (length N) are not;
+    () otherwise. Such a row length is never a multiple of the tile (the tile is whole
+    vectors), so a staged operand always has a pad block. Aligned shapes stage nothing: staging
+    an aligned operand would only add a copy, as its predicated float4 copies are full width."""
+    if not getattr(cfg, "stage_pads", 0):
+        return ()
+    return tuple(name for name, row in (("A", K), ("B", N)) if row % cfg.vector)
+
+
 def effective_config(cfg, M: int, N: int, K: int):
     """The config a step is scheduled with for this shape: `cfg`, with `vector` narrowed by
-    :func:`global_vector` where the config has one and the rule requires it."""
+    :func:`global_vector` where the config has one and the rule requires it. Not where the
+    config stages its misaligned operands: the matmul then reads aligned buffers only (the
+    operands left inlined have aligned rows by definition of :func:`staged_operands`)."""
     names = {f.name for f in dataclasses.fields(cfg)}
-    if "vector" not in names:
+    if "vector" not in names or staged_operands(cfg, M, N, K):
         return cfg
     width = global_vector(cfg.vector, N, K)
     return cfg if width == cfg.vector else dataclasses.replace(cfg, vector=width)
@@ -115,6 +141,65 @@ def named_pads(sch: s_tir.Schedule) -> Padding:
     return Padding(_block_or_none(sch, "A_pad"), _block_or_none(sch, "B_pad"), _block_or_none(sch, "C_pad"))
 
 
+# Threads per block of a staging kernel: one element per thread (below).
+STAGE_THREADS = 256
+
+
+def stage_padding(sch: s_tir.Schedule, padding: Padding | None, staged: tuple[str, ...], N: int) -> Padding | None:
+    """Give the pad blocks of the `staged` operands ("A", "B") kernels of their own (after the
+    step's apply, before :func:`inline_padding`); returns the padding left to inline.
+
+    A staged pad block stays a producer writing its padded global buffer, so the matmul's
+    copies read A_pad / B_pad: rows of whole vectors, every tile in bounds, hence full-width,
+    unpredicated cp.async. The block's loops are fused and split over blockIdx.x x
+    ``STAGE_THREADS`` threads, one element per thread, consecutive threads on consecutive
+    elements of a row: both the read of the operand and the write of its copy are coalesced.
+    Not vectorized: a misaligned operand's rows do not start on 16 bytes, so no float4 of it
+    can be loaded; coalescing is what a copy needs.
+
+    C is not staged (a copy-out kernel would move M x N twice more); its pad block is still
+    folded into the write-back by :func:`inline_padding`, predicated. But the write-back is
+    vectorized by the config's full ``vector`` now, and a float4 store into a row whose length
+    is not a multiple of 4 is misaligned (the kernel faults). TVM 0.27's vectorizer happens to
+    fall back to a serial scalar loop here (the bounds predicate differs per lane), but the
+    store width should be the schedule's decision, not a fallback's: :func:`narrow_vectors`
+    cuts it to the widest store N allows (float2 where N is even, unrolled scalars where odd).
+    """
+    if padding is None or not staged:
+        return padding
+    left = dataclasses.replace(padding)
+    for name in staged:
+        pad = padding.a_pad if name == "A" else padding.b_pad
+        blocks, thread = sch.split(sch.fuse(*sch.get_loops(pad)), [None, STAGE_THREADS])
+        sch.bind(blocks, "blockIdx.x")
+        sch.bind(thread, "threadIdx.x")
+        setattr(left, f"{name.lower()}_pad", None)
+    if padding.c_pad is not None:
+        for producer in sch.get_producers(padding.c_pad):
+            narrow_vectors(sch, producer, N)
+    return left
+
+
+def narrow_vectors(sch: s_tir.Schedule, block: s_tir.SBlockRV, row_length: int) -> None:
+    """Cut every vectorized loop of `block` (a store into rows of `row_length` floats) to the
+    widest vector that stays aligned: the loop is split, the outer part unrolled, the inner
+    vectorized (or all of it unrolled, for one float). Loops already narrow enough stay as
+    they are (so this is a no-op wherever the vector was already narrowed)."""
+    for loop in sch.get_loops(block):
+        if sch.get(loop).kind != tirx.ForKind.VECTORIZED:
+            continue
+        extent = int(sch.get(loop).extent)
+        width = next(w for w in VECTOR_WIDTHS if w <= extent and extent % w == 0 and row_length % w == 0)
+        if width == extent:
+            continue
+        if width == 1:
+            sch.unroll(loop)
+        else:
+            outer, inner = sch.split(loop, [None, width])
+            sch.unroll(outer)
+            sch.vectorize(inner)
+
+
 def inline_padding(sch: s_tir.Schedule, padding: Padding | None, block: s_tir.SBlockRV, thread_loop) -> None:
     """Fold the pad blocks into the scheduled kernel (after the step's apply).
 
@@ -143,6 +228,10 @@ def describe(cfg, M: int, N: int, K: int) -> str:
     notes = []
     if needs_padding(cfg, M, N, K):
         notes.append("padded to " + "x".join(str(n) for n in padded_shape(cfg, M, N, K)))
+    staged = staged_operands(cfg, M, N, K)
+    if staged:
+        notes.append(", ".join(staged) + (" staged to aligned copies" if len(staged) > 1
+                                          else " staged to an aligned copy"))
     eff = effective_config(cfg, M, N, K)
     if eff is not cfg:
         notes.append(f"vector {eff.vector}")

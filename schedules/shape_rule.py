@@ -19,7 +19,11 @@ factors, and keeps the candidate with the least predicted time (:func:`predicted
   buffer (written once, read once) and a second launch (``REDUCE_LAUNCH_S``), and a fixed
   per-block cost (pipeline fill and write-back, ``BLOCK_OVERHEAD_SLICES``) that short chunks
   pay more often;
-- **memory floor**: no config beats reading A and B once from DRAM (M = 1 or N = 1 shapes).
+- **memory floor**: no config beats reading A and B once from DRAM (M = 1 or N = 1 shapes);
+- **misaligned rows** (N or K not a multiple of 4): inlined padding narrows the vector and
+  slows the matmul (``NARROW_VECTOR_RATE``); staged padding (``stage_pads`` 1,
+  schedules/padding.py) keeps it at the aligned rate for the price of copying the misaligned
+  operands (``staging_seconds``). Both are candidates; the model picks per shape.
 
 Efficiencies per micro-tile are calibrated to step 10's measured configs (H100/H200, 512^3 /
 1024^3 / 2048^3). The result is deterministic: ties go to the earlier candidate of a fixed
@@ -35,6 +39,7 @@ import math
 from dataclasses import dataclass
 
 from .config import MAX_SHARED_BYTES, ConfigError, SplitKConfig, check_sizes
+from .padding import effective_config, staged_operands
 
 SM_COUNT = 132  # H100 SXM; pass the GPU's own count where it differs
 MAX_THREADS_PER_SM = 2048
@@ -52,6 +57,17 @@ REDUCE_LAUNCH_S = 2.0e-6  # a second, dependent kernel: launch gap plus its own 
 # give each warp enough independent FMAs).
 SATURATING_WARPS = 4
 BLOCK_OVERHEAD_SLICES = 3  # pipeline fill + write-back of one block, in block_k slices of work
+
+# Misaligned rows, padding inlined: the matmul's rate at a narrowed vector, as a fraction of
+# its aligned rate. Vector 1, measured on an H100 (2026-11-22, step 11's committed runs, the
+# same 64x64 8x4 bk32 config and padded problem at both): 2047^3 30.6 TFLOPS (560 us) against
+# 2048^3 45.3 (379 us), 0.68: every copy a 4-byte cp.async, every fragment load a scalar.
+# Vector 2 (N and K even, not both multiples of 4): not measured, a guess half-way.
+NARROW_VECTOR_RATE = {1: 0.68, 2: 0.85}
+# Staged padding: each staging copy is one more dependent kernel (its launch gap and tail, as
+# split-K's reduction), moving its operand at DRAM speed (read once, the padded copy written
+# once). An upper bound where the operand sits in L2 (50 MB). Not yet measured.
+STAGE_LAUNCH_S = REDUCE_LAUNCH_S
 
 # Per micro-tile (thread_m, thread_n): registers per thread (ptxas, step 10's builds) and
 # the fraction of FMA peak a full SM reaches (calibrated so the model reproduces step 10's
@@ -116,8 +132,18 @@ def predicted_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int =
     return max(compute_seconds(cfg, M, N, K, sm_count), (M * K + K * N + M * N) * 4 / DRAM_BYTES_S)
 
 
+def staging_seconds(cfg: SplitKConfig, M: int, N: int, K: int) -> float:
+    """The model's time for the copy kernels of staged padding (0 where nothing is staged):
+    per staged operand a launch, plus reading it and writing its padded copy at DRAM speed."""
+    m_pad, n_pad, k_pad = _round_up(M, cfg.block_m), _round_up(N, cfg.block_n), cfg.split_k * cfg.chunk_k(K)
+    sizes = {"A": (M * K, m_pad * k_pad), "B": (K * N, k_pad * n_pad)}
+    return sum(STAGE_LAUNCH_S + (sizes[op][0] + sizes[op][1]) * 4 / DRAM_BYTES_S
+               for op in staged_operands(cfg, M, N, K))
+
+
 def compute_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT) -> float:
-    """The model's time for the padded FMAs in waves over the SMs, plus split-K's reduction."""
+    """The model's time for the padded FMAs in waves over the SMs (slower at a vector narrowed
+    by misaligned rows), plus split-K's reduction and staged padding's copies."""
     m_pad, n_pad = _round_up(M, cfg.block_m), _round_up(N, cfg.block_n)
     chunk = cfg.chunk_k(K)
     blocks = (m_pad // cfg.block_m) * (n_pad // cfg.block_n) * cfg.split_k
@@ -134,6 +160,10 @@ def compute_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = S
     seconds = full_rounds * round_seconds(resident)
     if rest:
         seconds += round_seconds(-(-rest // sm_count))
+    vector = effective_config(cfg, M, N, K).vector
+    if vector < cfg.vector:
+        seconds /= NARROW_VECTOR_RATE[vector]
+    seconds += staging_seconds(cfg, M, N, K)
     if cfg.split_k > 1:
         partial_bytes = (2 * cfg.split_k + 1) * m_pad * n_pad * 4  # written, read, then C
         seconds += REDUCE_LAUNCH_S + partial_bytes / DRAM_BYTES_S
@@ -149,10 +179,18 @@ def _fits(cfg: SplitKConfig, M: int, N: int, K: int, arch: str) -> bool:
     return True
 
 
+def misaligned(M: int, N: int, K: int, vector: int = 4) -> bool:
+    """Whether N or K breaks `vector` alignment, so that ``stage_pads`` matters at this shape."""
+    return bool(staged_operands(SplitKConfig(vector=vector, stage_pads=1), M, N, K))
+
+
 def candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig]:
-    """Every menu config valid at M x N x K on `arch`, in the menu's fixed order."""
+    """Every menu config valid at M x N x K on `arch`, in the menu's fixed order; where the
+    shape is misaligned each comes inlined (``stage_pads`` 0) and then staged (1). Aligned
+    shapes only get 0: 1 would build the very same IR."""
     if arch not in MAX_SHARED_BYTES:
         raise ConfigError(f"unknown arch {arch!r}; valid: {', '.join(MAX_SHARED_BYTES)}")
+    stagings = (0, 1) if misaligned(M, N, K) else (0,)
     out = []
     for bm, bn, tm, tn, warp_m, stages, pad_a in TILES:
         for bk in BLOCK_KS:
@@ -160,14 +198,16 @@ def candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig
             for split in SPLITS:
                 if split > 1 and slices < split * MIN_CHUNK_SLICES:
                     break  # SPLITS ascend: every larger split's chunks are shorter still
-                cfg = SplitKConfig(block_m=bm, block_n=bn, thread_m=tm, thread_n=tn, block_k=bk,
-                                   vector=4, stages=stages, pad_a=pad_a, transpose_a=0,
-                                   warp_m=warp_m, raster=1, unroll_k=1, split_k=split)
-                # A smaller arch (sm_86/89: 99 KB) may not hold the menu's stages: fewer.
-                while not _fits(cfg, M, N, K, arch) and cfg.stages > 2:
-                    cfg = dataclasses.replace(cfg, stages=cfg.stages - 1)
-                if _fits(cfg, M, N, K, arch):
-                    out.append(cfg)
+                for stage_pads in stagings:
+                    cfg = SplitKConfig(block_m=bm, block_n=bn, thread_m=tm, thread_n=tn, block_k=bk,
+                                       vector=4, stages=stages, pad_a=pad_a, transpose_a=0,
+                                       warp_m=warp_m, raster=1, unroll_k=1, split_k=split,
+                                       stage_pads=stage_pads)
+                    # A smaller arch (sm_86/89: 99 KB) may not hold the menu's stages: fewer.
+                    while not _fits(cfg, M, N, K, arch) and cfg.stages > 2:
+                        cfg = dataclasses.replace(cfg, stages=cfg.stages - 1)
+                    if _fits(cfg, M, N, K, arch):
+                        out.append(cfg)
     return out
 
 
@@ -193,7 +233,8 @@ def neighbourhood(M: int, N: int, K: int, size: int = 20, sm_count: int = SM_COU
                   arch: str = "sm_90", extra=()) -> list[SplitKConfig]:
     """What a sweep measures at one shape: the rule's `size` best, each distinct, with `extra`
     configs (e.g. step 10's own, as split_k 1) first, and the rule's pick's detail variants
-    (stages, warp_m, pad_a) so the sweep can correct the menu's fixed details."""
+    (stages, warp_m, pad_a; where the shape is misaligned, stage_pads too) so the sweep can
+    correct the menu's fixed details and the model's guess at staging's worth."""
     out: list[SplitKConfig] = []
 
     def add(cfg):
@@ -210,6 +251,8 @@ def neighbourhood(M: int, N: int, K: int, size: int = 20, sm_count: int = SM_COU
         for warp_m in (2, 4, 8):
             add(dataclasses.replace(best, warp_m=warp_m))
         add(dataclasses.replace(best, pad_a=4 - best.pad_a))
+        if misaligned(M, N, K, best.vector):
+            add(dataclasses.replace(best, stage_pads=1 - best.stage_pads))
     # Then the model's ranking, one config per (tile, split) first, so the measured set spans
     # tiles and splits rather than block_k variants of one; then the rest of the ranking.
     seen = {(c.block_m, c.block_n, c.thread_m, c.thread_n, c.split_k) for c in out}
@@ -229,6 +272,8 @@ def describe(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT
     """One line: the grid the config launches and the model's prediction."""
     tiles = math.ceil(M / cfg.block_m) * math.ceil(N / cfg.block_n)
     seconds = predicted_seconds(cfg, M, N, K, sm_count)
+    staged = staged_operands(cfg, M, N, K)
     return (f"{tiles} tiles x split {cfg.split_k} = {tiles * cfg.split_k} blocks "
-            f"({resident_blocks(cfg)} per SM, {sm_count} SMs); predicted "
-            f"{2 * M * N * K / seconds / 1e12:.1f} TFLOPS")
+            f"({resident_blocks(cfg)} per SM, {sm_count} SMs)"
+            + (f", {' and '.join(staged)} staged" if staged else "")
+            + f"; predicted {2 * M * N * K / seconds / 1e12:.1f} TFLOPS")

@@ -40,12 +40,29 @@ Then ``python -m steps.bench --save`` against cuBLAS strict fp32 in the same run
   cp.async, schedules/padding.py), 4096^3 and 2048^3 (step 10's FFMA ceiling, 0.89-0.90x),
   and the matrix-vector shapes (0.82-0.88x, memory-bound for both).
 
+Staged padding (``stage_pads`` 1; schedules/padding.py, ``stage_padding``): the odd sizes are
+slow because inlined padding narrows every copy to the alignment of N and K. At 2047^3 the
+kernel's SASS (nvcc 13, sm_90) has 64 4-byte LDGSTS, 64 STS (zero-fills), 384 LDS and 485
+integer ops, against 16 LDGSTS, no STS, 198 LDS and 107 integer ops at 2048^3. With staging,
+an operand whose rows are misaligned is first copied by a small kernel of its own into a
+padded, zero-filled, aligned global buffer, and the matmul is the kernel of the aligned padded
+problem (the same cp.async and fragment loads as 2048^3's, character for character; SASS: 16
+LDGSTS, 198 LDS, 177 integer ops, the extra ones in C's predicated scalar stores). C keeps its
+predicated write-back, as wide as N allows (a float at a time for odd N). The shape rule weighs
+the copies (a launch each, plus reading the operand and writing its copy) against the narrowed
+kernel's 0.68x rate, so it stages big misaligned shapes and not tiny ones (33x65x129).
+Prediction (the model's, not yet measured): 2047^3 runs at 2048^3's kernel plus ~7% for the
+copies, ~41-42 TFLOPS against 30.6 (1.35-1.4x), and 997x1009x1013, 1531x769x3067,
+4093x4099x127, 2053x3001x1021 gain 1.25-1.4x; 513x257x1025 (split 3, 23 us) about nothing.
+The committed tuned entries predate the field (they load as ``stage_pads`` 0) until a sweep
+re-measures the odd shapes.
+
 Run: python -m steps.step11 --shape 256 256 16384 --shape 2048 64 2048
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 
 from . import shape_rule
@@ -76,10 +93,19 @@ def default_config(M: int, N: int, K: int) -> SplitKConfig:
 
 def sweep_candidates(M: int, N: int, K: int, arch: str, sm_count: int, size: int) -> list[SplitKConfig]:
     """What ``python -m steps.sweep --step 11`` measures at one shape: step 10's own config
-    (as split_k 1, so a tuned entry is never slower than step 10 there), then the shape rule's
-    neighbourhood (its best `size`, with the detail variants of its pick)."""
+    (as split_k 1, so a tuned entry is never slower than step 10 there), the committed entry
+    for this shape if there is one (so a re-sweep re-measures it), and, where N or K is
+    misaligned, each of those with the other ``stage_pads`` (the comparisons that isolate
+    staged padding); then the shape rule's neighbourhood (its best `size`, with the detail
+    variants of its pick)."""
     step10 = SplitKConfig(**prior.default_config(M, N, K).as_dict(), split_k=1)
-    return shape_rule.neighbourhood(M, N, K, size, sm_count, arch, extra=[step10])
+    extra = [step10]
+    committed = tuned_configs().get((M, N, K))
+    if committed is not None and committed != step10:
+        extra.append(committed)
+    if shape_rule.misaligned(M, N, K, step10.vector):
+        extra = [variant for cfg in extra for variant in (cfg, dataclasses.replace(cfg, stage_pads=1 - cfg.stage_pads))]
+    return shape_rule.neighbourhood(M, N, K, size, sm_count, arch, extra=extra)
 
 
 def apply(sch, cfg: SplitKConfig, block):

@@ -147,7 +147,16 @@ def test_odd_shapes_build(step, shape):
     assert 'extern "C" __global__' in src
     # One kernel on the caller's M x N x K buffers: no padded copy of A, B or C in global memory.
     kernels = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?\w+\(([^)]*)\)\s*\{', src)
-    if getattr(step.default_config(M, N, K), "split_k", 1) > 1:
+    cfg = step.default_config(M, N, K)
+    staged = padding.staged_operands(cfg, M, N, K)
+    # Staged padding (step 11's stage_pads): first one copy kernel per misaligned operand,
+    # X -> X_pad, and the matmul reads X_pad instead of X.
+    copies, kernels = kernels[:len(staged)], kernels[len(staged):]
+    for name, params in zip(staged, copies):
+        assert re.findall(r"\w+_ptr", params) == [f"{name}_ptr", f"{name}_pad_ptr"], params
+        assert f"{name}_pad_ptr" in kernels[0] and not re.search(rf"\b{name}_ptr", kernels[0]), kernels
+        kernels = [k.replace(f"{name}_pad_ptr", "") for k in kernels]
+    if getattr(cfg, "split_k", 1) > 1:
         # Split-K (step 11): the matmul writes its partial sums to a (padded) [split, M, N]
         # buffer, C_pad_rf, that a second kernel reduces into C; A and B still are not copied.
         assert len(kernels) == 2 and not re.search(r"\b[AB]_pad", " ".join(kernels)), kernels
@@ -186,12 +195,13 @@ def test_no_float4_where_rows_are_not_16_byte_aligned(step):
 # --- the padded TensorIR is right: run it on the CPU, threads as serial loops -------------
 
 
-def serial_cpu_build(step, M: int, N: int, K: int):
-    """The step's schedule for M x N x K with every GPU thread loop made serial and every
-    buffer plain memory, compiled for the host CPU. Cooperative copies then run once per
-    (serial) thread, redundantly but with the same result, so this checks what the padding,
-    the inlined pad blocks and the predicates compute, independently of CUDA."""
-    text = step.schedule(M, N, K).mod.script()
+def serial_cpu_build(step, M: int, N: int, K: int, config=None):
+    """The step's schedule for M x N x K (its default config, or `config`) with every GPU
+    thread loop made serial and every buffer plain memory, compiled for the host CPU.
+    Cooperative copies then run once per (serial) thread, redundantly but with the same
+    result, so this checks what the padding, the inlined pad blocks and the predicates
+    compute, independently of CUDA."""
+    text = step.schedule(M, N, K, config).mod.script()
     text = re.sub(r'T\.thread_binding\((\d+), thread="[^"]+"\)', r"range(\1)", text)
     text = re.sub(r', scope="(?:shared|shared\.dyn|local)"', "", text)
     text = re.sub(r'"software_pipeline_async_stages": \[[0-9, ]*\],? ?', "", text)

@@ -163,11 +163,12 @@ def test_rule_uses_the_sm_count():
 
 
 def test_rule_accounts_for_padding_waste():
-    # N = 65: a 64-wide tile pads N to 128, half of it waste; the model charges the padded work
-    # (8192 x 64 is 128 tiles, under one wave; 8192 x 65 is 256).
+    # N = 68: a 64-wide tile pads N to 128, nearly half of it waste; the model charges the padded
+    # work (8192 x 64 is 128 tiles, under one wave; 8192 x 68 is 256). (An N that breaks float4
+    # alignment, such as 65, costs the narrowed vector on top: the staged-padding tests.)
     cfg = split(1)
     padded = shape_rule.compute_seconds(cfg, 8192, 128, 4096)
-    assert shape_rule.compute_seconds(cfg, 8192, 65, 4096) == padded
+    assert shape_rule.compute_seconds(cfg, 8192, 68, 4096) == padded
     assert padded > 1.9 * shape_rule.compute_seconds(cfg, 8192, 64, 4096)
 
 
