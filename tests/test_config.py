@@ -422,12 +422,12 @@ OWN_CONFIGS = {
     # Tensor cores: threads are warps x 32, so the count follows the warp tiles.
     TensorCoreConfig: TensorCoreConfig(block_m=128, block_n=128, block_k=16, warp_m=64, warp_n=32),  # 8 warps
     TensorCorePipelineConfig: TensorCorePipelineConfig(
-        block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=4, pad_a=8, pad_b=4, raster=4,
-    ),  # 4 warps
+        block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=32, stages=4, pad_a=8, pad_b=4, raster=2,
+    ),  # 8 warps (the default from 2048 up has 4)
     TF32x3Config: TF32x3Config(
-        block_m=128, block_n=128, block_k=16, warp_m=64, warp_n=64, stages=2, pad_a=0, pad_b=0, raster=2,
+        block_m=128, block_n=128, block_k=16, warp_m=32, warp_n=64, stages=2, pad_a=0, pad_b=0, raster=2,
         promote=0,
-    ),  # 4 warps
+    ),  # 8 warps (the default from 2048 up has 4)
 }
 
 
