@@ -54,8 +54,16 @@ kernel's 0.68x rate, so it stages big misaligned shapes and not tiny ones (33x65
 Prediction (the model's, not yet measured): 2047^3 runs at 2048^3's kernel plus ~7% for the
 copies, ~41-42 TFLOPS against 30.6 (1.35-1.4x), and 997x1009x1013, 1531x769x3067,
 4093x4099x127, 2053x3001x1021 gain 1.25-1.4x; 513x257x1025 (split 3, 23 us) about nothing.
-The committed tuned entries predate the field (they load as ``stage_pads`` 0) until a sweep
-re-measures the odd shapes.
+Measured (H100, 2026-11-23): the sweep of the 10 misaligned shapes (20 candidates each, both
+stage_pads; ``--shapes ... --write``) picked staging for 7 of them: 2047^3 40.9 TFLOPS (was 30.6:
+1.34x, as predicted), 997x1009x1013 31.8 (26.2: 1.21x), 1531x769x3067 31.9 (26.6: 1.20x, split
+8), 4093x4099x127 34.6 (26.8: 1.29x), 2053x3001x1021 40.0 (29.7: 1.35x), 8192x1x1024 and
+2048x2048x1; 513x257x1025 and 33x65x129 stay inlined (as predicted), and so does 4096x1x4096.
+In the shape benchmark of the same session (``python -m steps.bench --save``): the odd class
+0.72x -> 0.85x cuBLAS strict fp32, the whole set's geometric mean 0.99x -> 1.02x. Still below
+0.9x: 513x257x1025 0.74x (22 us, split 3: launches and a partial wave), 1531x769x3067 0.77x and
+997x1009x1013 0.79x (padding to whole tiles adds 9% and 6% of work, then the copies), 2047^3
+0.82x (2048^3's own 0.90x, then the copies: 41.2 against 2048^3's 45.0).
 
 Run: python -m steps.step11 --shape 256 256 16384 --shape 2048 64 2048
 """

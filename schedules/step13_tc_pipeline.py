@@ -45,6 +45,11 @@ of 4 warps reach 187-195 TFLOP/s, +10% at 4096 and +15% at 2048 over 128 x 256; 
 1% of the best at 4096 (193.1 vs 195.3), against cuBLAS TF32 at 357 / 353 in the same run
 (0.52x / 0.55x). The raster order moves it by up to 20% (L2 reuse of the operand panels), more
 than any other field; 4 stages or block_k 64 cost the second block per SM and lose 15-35%.
+The committed ladder run (2026-11-23): 30.9 / 106.7 / 173.4 / 197.3 TFLOP/s at 512 / 1024 / 2048 /
+4096, 83% / 69% / 48% / 50% of cuBLAS TF32 (37.2 / 154.5 / 359.8 / 393.6). So the issue's 0.5x
+is met at 4096 and missed at 2048 in that run; the cross-check of the same session timed the
+same kernel at 2048 at 91.3 us (188 TFLOP/s, 0.52x of cuBLAS TF32's 47.65 us; ncu 94.6 us), and
+the probes at 173-187: at 2048 this kernel varies ~8% from run to run, cuBLAS TF32 under 1%.
 
 Run: python -m steps.step13
 """
