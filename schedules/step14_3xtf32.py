@@ -99,10 +99,31 @@ def computation(M: int, N: int, K: int, cfg: TF32x3Config):
     """The matmul over split operands, padded to whole tiles (A_pad, B_pad, C_pad: the same
     blocks pad_einsum makes for the other steps; where the tiles divide, their bounds checks are
     always true and simplify away)."""
-    if cfg.promote == 2:
-        return _sliced(M, N, K, cfg)
     Mp, Np, Kp = padded_shape(cfg, M, N, K)
     split = tensor_intrin.tf32_split
+
+    @T.macro
+    def split_operands(A, B, A_pad, B_pad, A_split, B_split):
+        """The pad blocks and the split (big, small) of both operands, in both computations."""
+        for i, k in T.grid(Mp, Kp):
+            with T.sblock("A_pad"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                A_pad[vi, vk] = T.if_then_else(vi < M and vk < K, A[vi, vk], T.float32(0))
+        for k, j in T.grid(Kp, Np):
+            with T.sblock("B_pad"):
+                vk, vj = T.axis.remap("SS", [k, j])
+                B_pad[vk, vj] = T.if_then_else(vk < K and vj < N, B[vk, vj], T.float32(0))
+        for i, k, p in T.grid(Mp, Kp, 2):
+            with T.sblock("A_split"):
+                vi, vk, vp = T.axis.remap("SSS", [i, k, p])
+                A_split[vi, vk, vp] = split(A_pad[vi, vk], vp)
+        for k, j, p in T.grid(Kp, Np, 2):
+            with T.sblock("B_split"):
+                vk, vj, vp = T.axis.remap("SSS", [k, j, p])
+                B_split[vk, vj, vp] = split(B_pad[vk, vj], vp)
+
+    if cfg.promote == 2:
+        return _sliced(M, N, K, cfg, split_operands)
 
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
@@ -113,22 +134,7 @@ def computation(M: int, N: int, K: int, cfg: TF32x3Config):
             A_split = T.sblock_alloc_buffer((Mp, Kp, 2), "float32")
             B_split = T.sblock_alloc_buffer((Kp, Np, 2), "float32")
             C_acc = T.sblock_alloc_buffer((Mp, Np), "float32")
-            for i, k in T.grid(Mp, Kp):
-                with T.sblock("A_pad"):
-                    vi, vk = T.axis.remap("SS", [i, k])
-                    A_pad[vi, vk] = T.if_then_else(vi < M and vk < K, A[vi, vk], T.float32(0))
-            for k, j in T.grid(Kp, Np):
-                with T.sblock("B_pad"):
-                    vk, vj = T.axis.remap("SS", [k, j])
-                    B_pad[vk, vj] = T.if_then_else(vk < K and vj < N, B[vk, vj], T.float32(0))
-            for i, k, p in T.grid(Mp, Kp, 2):
-                with T.sblock("A_split"):
-                    vi, vk, vp = T.axis.remap("SSS", [i, k, p])
-                    A_split[vi, vk, vp] = split(A_pad[vi, vk], vp)
-            for k, j, p in T.grid(Kp, Np, 2):
-                with T.sblock("B_split"):
-                    vk, vj, vp = T.axis.remap("SSS", [k, j, p])
-                    B_split[vk, vj, vp] = split(B_pad[vk, vj], vp)
+            split_operands(A, B, A_pad, B_pad, A_split, B_split)
             for i, j, k in T.grid(Mp, Np, Kp):
                 with T.sblock("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
@@ -145,15 +151,14 @@ def computation(M: int, N: int, K: int, cfg: TF32x3Config):
     return main
 
 
-def _sliced(M: int, N: int, K: int, cfg: TF32x3Config):
+def _sliced(M: int, N: int, K: int, cfg: TF32x3Config, split_operands):
     """``promote`` 2: the same products, summed in two levels. Block "C" sums each block_k slice
     (slice ko = k // block_k, kk = k % block_k) into its own C_slice[ko, i, j]: ko is a spatial
     axis of this block, so the tensor core accumulates a whole slice and no more. Block
     "C_promote" adds the slices up in fp32: C_acc[i, j] += C_slice[ko, i, j], reducing over ko.
-    The pad blocks and the split are those of the one-level computation."""
+    The pad blocks and the split are those of the one-level computation (``split_operands``)."""
     Mp, Np, Kp = padded_shape(cfg, M, N, K)
     bk = cfg.block_k
-    split = tensor_intrin.tf32_split
 
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
@@ -165,22 +170,7 @@ def _sliced(M: int, N: int, K: int, cfg: TF32x3Config):
             B_split = T.sblock_alloc_buffer((Kp, Np, 2), "float32")
             C_slice = T.sblock_alloc_buffer((Kp // bk, Mp, Np), "float32")
             C_acc = T.sblock_alloc_buffer((Mp, Np), "float32")
-            for i, k in T.grid(Mp, Kp):
-                with T.sblock("A_pad"):
-                    vi, vk = T.axis.remap("SS", [i, k])
-                    A_pad[vi, vk] = T.if_then_else(vi < M and vk < K, A[vi, vk], T.float32(0))
-            for k, j in T.grid(Kp, Np):
-                with T.sblock("B_pad"):
-                    vk, vj = T.axis.remap("SS", [k, j])
-                    B_pad[vk, vj] = T.if_then_else(vk < K and vj < N, B[vk, vj], T.float32(0))
-            for i, k, p in T.grid(Mp, Kp, 2):
-                with T.sblock("A_split"):
-                    vi, vk, vp = T.axis.remap("SSS", [i, k, p])
-                    A_split[vi, vk, vp] = split(A_pad[vi, vk], vp)
-            for k, j, p in T.grid(Kp, Np, 2):
-                with T.sblock("B_split"):
-                    vk, vj, vp = T.axis.remap("SSS", [k, j, p])
-                    B_split[vk, vj, vp] = split(B_pad[vk, vj], vp)
+            split_operands(A, B, A_pad, B_pad, A_split, B_split)
             for ko, i, j, kk in T.grid(Kp // bk, Mp, Np, bk):
                 with T.sblock("C"):
                     vko, vi, vj, vkk = T.axis.remap("SSSR", [ko, i, j, kk])
