@@ -229,15 +229,22 @@ def accumulate_per_slice(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> Tensor
     return tiles
 
 
+def _zero_tiles(sch: s_tir.Schedule, block: s_tir.SBlockRV, loop: s_tir.LoopRV) -> s_tir.SBlockRV:
+    """The tile block's accumulator zeroed before `loop` (its init decomposed there), the
+    16 x 16 tiles unrolled and each zeroed by the FILL intrinsic; returns the init block."""
+    init = sch.decompose_reduction(block, loop)
+    for tile_loop in sch.get_loops(init)[-2:]:
+        sch.unroll(tile_loop)
+    sch.tensorize(sch.get_loops(sch.get_child_blocks(init)[0])[-2], ti.FILL)
+    return init
+
+
 def _tensorize_promote(sch: s_tir.Schedule, tiles: TensorTiles) -> None:
     """promote 2: C_slice zeroed at each slice's start (before k_step), C zeroed once (before
     k_outer), and the per-slice C += C_slice as 8 fp32 adds per lane per 16 x 16 tile."""
     # Zero C_slice inside k_outer, before the slice's k steps: a fresh sum per slice (free:
     # ptxas turns the zero accumulators into RZ operands of the slice's first mma).
-    slice_init = sch.decompose_reduction(tiles.outer, tiles.k_step)
-    for loop in sch.get_loops(slice_init)[-2:]:
-        sch.unroll(loop)
-    sch.tensorize(sch.get_loops(sch.get_child_blocks(slice_init)[0])[-2], ti.FILL)
+    _zero_tiles(sch, tiles.outer, tiles.k_step)
     # The add per 16 x 16 tile of the warp's C, the tiles unrolled (constant register indices).
     add_tile = _split_2d(sch, tiles.promote, ti.TILE_M, ti.TILE_N)
     # Zero C once, before the slices (the copied loops keep the tiles' unrolling).
@@ -253,12 +260,7 @@ def tensorize_tiles(sch: s_tir.Schedule, tiles: TensorTiles, cfg, mma: str) -> T
     if tiles.promote is not None:
         _tensorize_promote(sch, tiles)
     else:
-        init = sch.decompose_reduction(tiles.outer, tiles.k_outer)
-        init_tile = sch.get_child_blocks(init)[0]
-        for loop in sch.get_loops(init)[-2:]:
-            sch.unroll(loop)
-        sch.tensorize(sch.get_loops(init_tile)[-2], ti.FILL)
-        tiles.init = init
+        tiles.init = _zero_tiles(sch, tiles.outer, tiles.k_outer)
     sch.tensorize(sch.get_loops(tiles.block)[-3], mma)
     sch.tensorize(sch.get_loops(tiles.output_fragment)[-2], ti.STORE[cfg.shared_scope])
     sch.unroll(tiles.tile_i)

@@ -5,7 +5,7 @@ Each stepN module is a thin wrapper over :mod:`steps.cli`; the GPU work lives in
 
 ``python -m steps.stepN`` for a number with no stepN.py (``steps.step99``) runs the same CLI
 with that number, through the finder below: a step in the registry runs, and any other number
-gets the CLI's one-line error (``unknown step 99; steps are 1-11``, the range read from
+gets the CLI's one-line error (``unknown step 99; steps are 1-14``, the range read from
 schedules.STEPS) instead of Python's "No module named steps.step99".
 """
 
