@@ -412,16 +412,25 @@ class TensorCoreConfig(GridConfig):
 @dataclass(frozen=True)
 class TensorCorePipelineConfig(TensorCoreConfig):
     """Step 13: `stages` cp.async buffers; A rows padded by pad_a floats and B rows by pad_b,
-    so fragment loads hit distinct banks; blocks launched in groups `raster` wide."""
+    so fragment loads hit distinct banks; blocks launched in groups `raster` wide; each warp's
+    fragments in `fragment_buffers` register sets (2: the next 8-k step's, and the next slice's
+    first, load while this step's mma run)."""
 
     stages: int = 3  # type: ignore[assignment]
     pad_a: int = 4  # type: ignore[assignment]
     pad_b: int = 8  # type: ignore[assignment]
     raster: int = 1  # type: ignore[assignment]
+    fragment_buffers: int = 1
 
     def validate(self, M: int, N: int, K: int) -> None:
         if not isinstance(self.stages, int) or isinstance(self.stages, bool) or not 2 <= self.stages <= 5:
             raise ConfigError(f"stages must be 2 to 5, got {self.stages!r}")
+        if self.fragment_buffers not in (1, 2) or isinstance(self.fragment_buffers, bool):
+            raise ConfigError(f"fragment_buffers must be 1 or 2, got {self.fragment_buffers!r}")
+        if self.fragment_buffers == 2 and self.stages < 3:
+            # The next slice's first fragments load one stage after its copy lands: with 2
+            # stages that copy is the one issued in the same iteration, so nothing overlaps.
+            raise ConfigError(f"fragment_buffers 2 needs stages >= 3, got stages {self.stages}")
         for name in ("pad_a", "pad_b"):
             pad = getattr(self, name)
             if isinstance(pad, int) and not isinstance(pad, bool) and (pad % 4 or pad >= 32):
@@ -442,4 +451,9 @@ class TF32x3Config(TensorCorePipelineConfig):
     def validate(self, M: int, N: int, K: int) -> None:
         if self.promote not in (0, 1, 2) or isinstance(self.promote, bool):
             raise ConfigError(f"promote must be 0, 1 or 2, got {self.promote!r}")
+        if self.fragment_buffers != 1:
+            # Step 14's fragments are the split big/small halves (twice step 13's registers),
+            # and with promote 2 a second warp-tile accumulator: no room for a second set.
+            raise ConfigError(f"step 14 keeps one set of fragments: fragment_buffers must be 1, "
+                              f"got {self.fragment_buffers!r}")
         super().validate(M, N, K)

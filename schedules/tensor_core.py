@@ -269,20 +269,36 @@ def tensorize_tiles(sch: s_tir.Schedule, tiles: TensorTiles, cfg, mma: str) -> T
     return tiles
 
 
-def async_pipeline(sch: s_tir.Schedule, tiles: TensorTiles, stages: int) -> TensorTiles:
+def async_pipeline(sch: s_tir.Schedule, tiles: TensorTiles, stages: int, fragment_buffers: int = 1) -> TensorTiles:
     """cp.async global -> shared, `stages` buffers, copies `stages - 1` slices ahead (step 7's
     idea on the tensor-core loop nest); the slice's k steps unrolled so fragment loads of the
     next 8 k can overlap the mma of this one.
 
     The k_outer body is [copy A, copy B, compute...]: one stage per statement, the copies in
     stage 0, the rest (the k steps; with promote 2 also the slice sum's zeroing before them and
-    its add after) in stage `stages - 1`, in program order."""
+    its add after) in stage `stages - 1`, in program order.
+
+    fragment_buffers 2 (step 13 only: body [copy A, copy B, k steps]) pipelines the k-step loop
+    too: its fragment loads (stage 0) run one 8-k step ahead of its mma (stage 1), in two
+    register sets. TVM expands that inner pipeline first, so k_outer then holds five statements:
+    copy A, copy B, the k steps' prologue (the slice's first fragments), their loop, their
+    epilogue (the last mma). The prologue goes in stage `stages - 2`, placed after this slice's
+    loop (order 0 1 3 2 4): the next slice's first fragments load before this slice's last mma,
+    so no warp starts a slice waiting on shared memory."""
     body = sch.get(tiles.k_outer).body
     statements = len(body.seq) if isinstance(body, tvm.tirx.SeqStmt) else 1
     if statements < 3:
         raise ValueError(f"k_outer's body has {statements} statements; expected copy A, copy B, compute")
-    sch.annotate(tiles.k_outer, "software_pipeline_stage", [0, 0] + [stages - 1] * (statements - 2))
-    sch.annotate(tiles.k_outer, "software_pipeline_order", list(range(statements)))
+    if fragment_buffers == 2:
+        if statements != 3:
+            raise ValueError(f"fragment double buffering expects copy A, copy B, k steps; got {statements} statements")
+        sch.annotate(tiles.k_step, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(tiles.k_step, "software_pipeline_order", [0, 1, 2])
+        stage, order = [0, 0, stages - 2, stages - 1, stages - 1], [0, 1, 3, 2, 4]
+    else:
+        stage, order = [0, 0] + [stages - 1] * (statements - 2), list(range(statements))
+    sch.annotate(tiles.k_outer, "software_pipeline_stage", stage)
+    sch.annotate(tiles.k_outer, "software_pipeline_order", order)
     sch.annotate(tiles.k_outer, "software_pipeline_async_stages", [0])
     sch.unroll(tiles.k_step)
     return tiles

@@ -552,23 +552,23 @@ DEFAULTS[7] = {
 DEFAULTS[8] = {n: (*cfg, 4, 0) for n, cfg in DEFAULTS[7].items()}
 DEFAULTS[9] = {n: (*cfg, 4, 1) for n, cfg in DEFAULTS[8].items()}
 # Tensor cores, as their modules document: (block_m, block_n, block_k, warp_m, warp_n, vector),
-# + stages, pad_a, pad_b, raster from step 13, + promote from step 14.
+# + stages, pad_a, pad_b, raster, fragment_buffers from step 13, + promote from step 14.
 # Step 12: 64 x 64 blocks of four 32 x 32 warps up to 1024^2 outputs, then 128 x 128 of 64 x 64.
 DEFAULTS[12] = {512: (64, 64, 32, 32, 32, 4), 1024: (64, 64, 32, 32, 32, 4), 2048: (128, 128, 32, 64, 64, 4)}
 # Step 13: 4 stages of 64 x 64 at 512, 64 x 128 at 1024, two blocks of 4 warps of 64 x 64 in
 # 128 x 128 per SM, A rows padded by 8 floats, rasterized 4 wide at 2048; pads of 4 (A) and 8 (B)
-# floats below.
+# floats below, where the fragments are double-buffered.
 DEFAULTS[13] = {
-    512: (64, 64, 32, 32, 32, 4, 4, 4, 8, 1),
-    1024: (64, 128, 32, 32, 64, 4, 3, 4, 8, 1),
-    2048: (128, 128, 32, 64, 64, 4, 3, 8, 8, 4),
+    512: (64, 64, 32, 32, 32, 4, 4, 4, 8, 1, 2),
+    1024: (64, 128, 32, 32, 64, 4, 3, 4, 8, 1, 2),
+    2048: (128, 128, 32, 64, 64, 4, 3, 8, 8, 4, 1),
 }
 # Step 14: per-slice promotion everywhere; four 16 x 32 warps in 32 x 64 blocks at 512, four
 # 32 x 64 warps in 64 x 128 blocks (rasterized 8 wide) from 1024 up.
 DEFAULTS[14] = {
-    512: (32, 64, 32, 16, 32, 4, 3, 4, 8, 1, 2),
-    1024: (64, 128, 32, 32, 64, 4, 3, 4, 8, 8, 2),
-    2048: (64, 128, 32, 32, 64, 4, 3, 4, 8, 8, 2),
+    512: (32, 64, 32, 16, 32, 4, 3, 4, 8, 1, 1, 2),
+    1024: (64, 128, 32, 32, 64, 4, 3, 4, 8, 8, 1, 2),
+    2048: (64, 128, 32, 32, 64, 4, 3, 4, 8, 8, 1, 2),
 }
 
 

@@ -84,7 +84,7 @@ def test_builds_with_mma_ldmatrix_and_cp_async(step, shape):
 def test_fragments_and_accumulator_are_per_thread_registers(step):
     """Per lane: 8 accumulators per 16 x 16 tile of the warp's C (twice, C_slice and C, where
     step 14 promotes per slice), 4 registers per 16 x 8 (A) or 8 x 16 (B) fragment, twice that
-    (big, small) for 3xTF32."""
+    (big, small) for 3xTF32, and twice for step 13's double-buffered fragments."""
     shape = (512, 512, 512)
     cfg = step.default_config(*shape)
     src = _source(step.number, shape)
@@ -93,7 +93,7 @@ def test_fragments_and_accumulator_are_per_thread_registers(step):
     accumulators = 2 if getattr(cfg, "promote", 0) == 2 else 1
     assert len({name for name, _ in acc}) == accumulators
     assert [int(n) for _, n in acc] == [tiles_m * tiles_n * 8] * accumulators == [cfg.warp_m * cfg.warp_n // 32] * accumulators
-    per = 8 if step.number == 14 else 4
+    per = (8 if step.number == 14 else 4) * getattr(cfg, "fragment_buffers", 1)
     name = "split_local" if step.number == 14 else "shared_dyn_local"
     for op, tiles in (("A", tiles_m), ("B", tiles_n)):
         sizes = {int(n) for n in re.findall(rf"float {op}_{name}_ptr(?:_\d+)?\[(\d+)\];", src)}
@@ -330,6 +330,10 @@ BAD_CONFIGS = [
     (TF32x3Config(promote=True), ("promote", "0, 1 or 2")),
     (TF32x3Config(promote=-1), ("promote", "0, 1 or 2")),
     (TF32x3Config(stages=0), ("stages", "2 to 5")),
+    (TensorCorePipelineConfig(fragment_buffers=3), ("fragment_buffers", "1 or 2")),
+    (TensorCorePipelineConfig(fragment_buffers=True), ("fragment_buffers", "1 or 2")),
+    (TensorCorePipelineConfig(fragment_buffers=2, stages=2), ("fragment_buffers 2", "stages >= 3")),
+    (TF32x3Config(fragment_buffers=2), ("step 14", "fragment_buffers must be 1")),
 ]
 
 
@@ -353,6 +357,28 @@ def test_good_configs_validate_at_any_shape():
     TensorCorePipelineConfig(stages=2, pad_a=0, pad_b=0).validate(64, 64, 64)
     TF32x3Config(promote=0, stages=5, block_k=16).validate(64, 64, 64)
     TF32x3Config(promote=2, stages=2, block_k=64).validate(1000, 1500, 700)
+    TensorCorePipelineConfig(fragment_buffers=2, stages=3).validate(3, 5, 7)
+
+
+# --- step 13's fragment double buffering ----------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (1000, 1500, 700)], ids=_id)
+@pytest.mark.parametrize("stages", [3, 4])
+def test_double_buffered_fragments_wait_for_the_next_slice(stages, shape):
+    # With one fragment set the k loop waits for this slice's copy: stages - 1 copy groups may
+    # stay in flight. With two, the next slice's first fragments load before this slice's last
+    # mma, so the loop waits for the next slice's copy instead: one group fewer in flight. And
+    # the k-step loop is pipelined, so its fragment registers come in two sets.
+    tiles = dict(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=stages)
+    waits = {}
+    for buffers in (1, 2):
+        src = _source(13, shape, TensorCorePipelineConfig(**tiles, fragment_buffers=buffers))
+        waits[buffers] = max(int(n) for n in re.findall(r"cp\.async\.wait_group (\d+)", src))
+        frag = re.search(r"float A(?:_pad)?_shared(?:_dyn)?_local_ptr\[(\d+)\]", src)
+        assert frag, "no A fragment registers in the CUDA"
+        waits[buffers, "regs"] = int(frag.group(1))
+    assert waits[1] == stages - 1 and waits[2] == stages - 2, waits
+    assert waits[2, "regs"] == 2 * waits[1, "regs"], waits
 
 
 # --- the fragment maps (PTX ISA, mma.m16n8k8 TF32) ------------------------------------------
