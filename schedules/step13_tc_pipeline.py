@@ -56,6 +56,8 @@ Run: python -m steps.step13
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import step12_tensorize as prior
 from . import tensor_core
 from .config import TensorCorePipelineConfig
@@ -75,14 +77,16 @@ def default_config(M: int, N: int, K: int) -> TensorCorePipelineConfig:
     # want more, smaller blocks for 132 SMs; large ones two 4-warp 128 x 128 blocks per SM (so
     # one block's barrier and copy waits hide behind the other's mma), launched in groups 4
     # blocks wide so neighbours share operand panels in L2.
-    # Fragments double-buffered where they measured faster: at and below 1024^2 (+14% at 512,
-    # +2% at 1024); at 2048 and 4096 they cost 2-5%.
-    if M * N <= 512 * 512:
-        return TensorCorePipelineConfig(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=4,
-                                         fragment_buffers=2)
     if M * N <= 1024 * 1024:
-        return TensorCorePipelineConfig(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=64, stages=3,
-                                         fragment_buffers=2)
+        if M * N <= 512 * 512:
+            cfg = TensorCorePipelineConfig(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=4)
+        else:
+            cfg = TensorCorePipelineConfig(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=64, stages=3)
+        # Fragments double-buffered where they measured faster: at and below 1024^2 (+14% at
+        # 512, +2% at 1024; at 2048 and 4096 they cost 2-5%), when K has the slices for it.
+        if -(-K // cfg.block_k) >= cfg.stages - 1:
+            cfg = replace(cfg, fragment_buffers=2)
+        return cfg
     return TensorCorePipelineConfig(block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=3, pad_a=8,
                                      raster=4)
 

@@ -381,6 +381,23 @@ def test_double_buffered_fragments_wait_for_the_next_slice(stages, shape):
     assert waits[2, "regs"] == 2 * waits[1, "regs"], waits
 
 
+def test_double_buffered_fragments_need_stages_minus_one_slices():
+    # Fewer slices than that and TVM 0.27 leaves the nested pipeline's wait count a run-time
+    # value, which its codegen rejects: a one-line error instead, and the default keeps one set.
+    cfg = TensorCorePipelineConfig(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=4,
+                                   fragment_buffers=2)
+    cfg.validate(64, 64, 65)  # 3 slices
+    config_error(lambda: cfg.validate(64, 64, 64), "fragment_buffers 2", "3 slices", "K=64", "got 2")
+
+
+@pytest.mark.parametrize("shape", [(7, 4096, 13), (512, 512, 64), (512, 512, 65), (1024, 1024, 32)], ids=_id)
+def test_step13_default_builds_at_any_k(shape):
+    cfg = schedules.get_step(13).default_config(*shape)
+    slices = -(-shape[2] // cfg.block_k)
+    assert cfg.fragment_buffers == (2 if slices >= cfg.stages - 1 else 1), cfg
+    assert MMA in _source(13, shape)
+
+
 # --- the fragment maps (PTX ISA, mma.m16n8k8 TF32) ------------------------------------------
 
 
