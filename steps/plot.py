@@ -16,7 +16,9 @@ The PNGs land beside the results they come from, in results/<gpu-slug>/:
 A bar whose number is host-bound (the guard in steps/harness.py) is cross-hatched: it may time
 the host, not the kernel. cuBLAS TF32 (reduced precision, several times the fp32 scale) is left
 to the tables. A plot whose data is missing (no cuBLAS column, no machine.json) is skipped with
-a note. Matplotlib's Agg canvas, no pyplot: nothing needs a display.
+a note. Matplotlib's Agg canvas, no pyplot: nothing needs a display. Each PNG is saved with a
+palette of at most 128 colours (flat-coloured charts: a third of the RGBA file's bytes, the
+same picture), so the committed plots of several GPUs stay small.
 """
 
 from __future__ import annotations
@@ -35,6 +37,26 @@ from matplotlib.ticker import FuncFormatter
 
 from . import results, roofline
 from .pipes import quiet_broken_pipe
+
+PALETTE_COLOURS = 128
+
+
+def _save(fig: Figure, path: Path) -> None:
+    """Render, then store as a palette PNG (Pillow comes with matplotlib); atomically, so a
+    failed run never leaves half a file."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    buffer.seek(0)
+    image = Image.open(buffer).convert("RGB")
+    palette = image.quantize(colors=PALETTE_COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    palette.save(out, format="png", optimize=True)
+    results.write_bytes_atomic(path, out.getvalue())
+
 
 PLOTS = ("gflops.png", "speedup.png", "pct_cublas.png", "roofline.png")
 FIGSIZE = (10, 5.6)  # inches; at DPI 120 a 1200 px image, legible when shown 800 px wide
@@ -193,7 +215,7 @@ def plot_gflops(docs, path: Path, refs=()) -> str:
     handles, labels = ax.get_legend_handles_labels()
     _legend_extras(handles, labels, shown, sizes)
     ax.legend(handles, labels, ncols=2, loc="upper left", title="size")
-    fig.savefig(path)
+    _save(fig, path)
     return f"wrote {path}"
 
 
@@ -230,7 +252,7 @@ def plot_speedup(docs, path: Path) -> str:
     ax.set_xlabel("step")
     ax.set_ylabel("× the step before (log scale)")
     ax.set_title(f"{gpu_name(docs)}: speedup of each step over the one before, same run")
-    fig.savefig(path)
+    _save(fig, path)
     return f"wrote {path}"
 
 
@@ -258,7 +280,7 @@ def plot_pct_cublas(docs, path: Path, refs=()) -> str:
     handles, labels = ax.get_legend_handles_labels()
     _legend_extras(handles, labels, shown, sizes)
     ax.legend(handles, labels, loc="upper left", title="size")
-    fig.savefig(path)
+    _save(fig, path)
     return f"wrote {path}"
 
 
@@ -314,7 +336,7 @@ def plot_roofline(docs, machine: dict | None, path: Path) -> str:
             rotation=angle, rotation_mode="anchor", ha="left", va="bottom", fontsize=10.5)
     fig.text(0.01, 0.01, "Bytes counted from each step's tiles; L1/L2 hits are not subtracted, "
              "so a point above the memory roof gets part of its reuse from the caches.", fontsize=9.5, color="dimgray")
-    fig.savefig(path)
+    _save(fig, path)
     return f"wrote {path}"
 
 
@@ -416,7 +438,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
     fig.legend(handles, labels, loc="outside lower center", fontsize=10, ncols=min(len(labels), 5))
     fig.suptitle(f"{doc['environment'].get('gpu', 'unknown GPU')}: fp32 matmul over the benchmark shape set "
                  f"({doc['environment']['date'][:10]})")
-    fig.savefig(path)
+    _save(fig, path)
     return f"wrote {path}"
 
 

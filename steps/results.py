@@ -90,7 +90,12 @@ def write_text_atomic(path: Path, text: str) -> None:
     write_with_atomic(path, lambda f: f.write(text))
 
 
-def write_with_atomic(path: Path, write) -> None:
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Bytes (a plot's PNG) written whole or not at all, like write_atomic."""
+    write_with_atomic(path, lambda f: f.write(data), binary=True)
+
+
+def write_with_atomic(path: Path, write, binary: bool = False) -> None:
     """Call write(file) on a temporary file beside `path`, then rename it into place.
 
     A reader never sees half a file, and a failure leaves the old file as it was."""
@@ -98,7 +103,7 @@ def write_with_atomic(path: Path, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", newline="") as f:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", newline="")) as f:
             write(f)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are for everyone to read
         os.replace(tmp, path)

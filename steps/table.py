@@ -169,9 +169,25 @@ def _gpu_dirs(results_dir: Path) -> dict[str, list[dict]]:
     return by_gpu
 
 
+def _newest_first(by_gpu: dict[str, list[dict]]) -> list[str]:
+    """The GPUs, the one measured last (its newest step file) first, ties by name."""
+    return sorted(by_gpu, key=lambda slug: (max(d["environment"]["date"] for d in by_gpu[slug]), slug), reverse=True)
+
+
 def primary_gpu(by_gpu: dict[str, list[dict]]) -> str:
     """The GPU the README shows: the one measured last (its newest step file), ties by name."""
-    return max(by_gpu, key=lambda slug: (max(d["environment"]["date"] for d in by_gpu[slug]), slug))
+    return _newest_first(by_gpu)[0]
+
+
+def _newest_with(results_dir: Path, load):
+    """(slug, document) of the GPU measured last among those with a `load`-able file, else
+    (None, None): the README's cross-check and shape blocks show what was measured somewhere,
+    and say which GPU, rather than nothing because the GPU measured last lacks that file."""
+    for slug in _newest_first(_gpu_dirs(results_dir)):
+        doc = load(Path(results_dir) / slug)
+        if doc is not None:
+            return slug, doc
+    return None, None
 
 
 def render_one(results_dir: Path, slug: str, docs: list[dict]) -> str:
@@ -195,14 +211,11 @@ def render(results_dir: Path = results.RESULTS_DIR) -> str:
 
 
 def render_crosscheck(results_dir: Path = results.RESULTS_DIR) -> str:
-    """The Method section's block: the primary GPU's Nsight Compute cross-check."""
-    by_gpu = _gpu_dirs(results_dir)
-    if not by_gpu:
-        return "_No cross-check committed yet: run `python -m steps.crosscheck --save` on a GPU._"
-    slug = primary_gpu(by_gpu)
-    doc = crosscheck.load(Path(results_dir) / slug)
+    """The Method section's block: the Nsight Compute cross-check of the GPU measured last
+    that has one."""
+    _, doc = _newest_with(results_dir, crosscheck.load)
     if doc is None:
-        return f"_No cross-check committed for {slug}: run `python -m steps.crosscheck --save` there._"
+        return "_No cross-check committed yet: run `python -m steps.crosscheck --save` on a GPU._"
     env = doc["environment"]
     lines = [f"{env['gpu']}, {env['date'][:10]}: the harness's median against Nsight Compute's "
              f"`gpu__time_duration` summed over each call's kernels (median of {doc['method']['calls']} calls; "
@@ -223,12 +236,11 @@ def render_crosscheck(results_dir: Path = results.RESULTS_DIR) -> str:
 
 
 def render_shapes(results_dir: Path = results.RESULTS_DIR) -> str:
-    """The README's shape-benchmark block: the primary GPU's shapes.json (python -m steps.bench)."""
+    """The README's shape-benchmark block: the shapes.json (python -m steps.bench) of the GPU
+    measured last that has one."""
     from . import bench
 
-    by_gpu = _gpu_dirs(results_dir)
-    slug = primary_gpu(by_gpu) if by_gpu else None
-    doc = bench.load(Path(results_dir) / slug) if slug else None
+    slug, doc = _newest_with(results_dir, bench.load)
     if doc is None:
         return "_No shape benchmark committed yet: run `python -m steps.bench --save` on a GPU._"
     return shapes_summary(doc, Path(results_dir) / slug)

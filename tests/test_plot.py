@@ -5,6 +5,7 @@ import json
 import struct
 
 import pytest
+from PIL import Image
 
 import schedules
 from steps import plot, results, roofline, table
@@ -56,7 +57,9 @@ def test_four_plots_from_a_fixture(tmp_path):
     for name in plot.PLOTS:
         width, height = _png_size(gpu_dir / name)
         assert 800 <= width <= 2000 and 400 <= height <= 1200, (name, width, height)
-        assert (gpu_dir / name).stat().st_size > 20_000  # drawn, not blank
+        with Image.open(gpu_dir / name) as image:  # drawn, not blank; a palette of at most 128
+            assert image.mode == "P" and 16 < len(image.getcolors(256) or ()) <= plot.PALETTE_COLOURS, name
+        assert (gpu_dir / name).stat().st_size > 8_000, name
     assert not list(gpu_dir.glob(".*.tmp"))
 
 

@@ -81,12 +81,37 @@ def test_the_readme_shows_the_gpu_measured_last_and_links_the_others(tmp_path):
     page = (tmp_path / "nvidia-h200" / "README.md").read_text()
     assert page.startswith("# NVIDIA H200: the ladder, measured") and "| 4. step4 | 13.0 |" in page
     assert not (tmp_path / "nvidia-h100-80gb-hbm3" / "README.md").exists()
-    assert "No cross-check committed for nvidia-h100-80gb-hbm3" in readme.read_text()
+    assert "No cross-check committed yet" in readme.read_text()
     assert not table.update_readme(readme, tmp_path)  # a second run changes nothing
+    # A cross-check of the older GPU only: the README shows it, naming its GPU, rather than none.
+    _save_crosscheck(tmp_path / "nvidia-h200")
+    assert table.update_readme(readme, tmp_path)
+    block = readme.read_text().split(table.CHECK_BEGIN, 1)[1].split(table.CHECK_END, 1)[0]
+    assert block.strip().startswith("NVIDIA H200, 2026-11-21:") and "| step 10 | 512 | 1 |" in block
 
 
-def test_crosscheck_block(tmp_path):
-    gpu_dir = _save_steps(tmp_path)
+def test_shape_block_falls_back_to_the_newest_gpu_that_has_one(tmp_path, monkeypatch):
+    from steps import bench
+
+    _save_steps(tmp_path, gpu="NVIDIA H200", date="2026-11-21T00:00:00+00:00")
+    _save_steps(tmp_path, gpu="NVIDIA H100 80GB HBM3", date="2026-11-22T00:00:00+00:00")
+    _save_steps(tmp_path, gpu="NVIDIA A100", date="2026-11-20T00:00:00+00:00")
+    seen = []
+    monkeypatch.setattr(table, "shapes_summary", lambda doc, gpu_dir: f"shapes of {gpu_dir.name}")
+    have = {"nvidia-h200", "nvidia-a100"}  # not the H100, measured last
+
+    def load(gpu_dir):
+        seen.append(gpu_dir.name)
+        return {"gpu": gpu_dir.name} if gpu_dir.name in have else None
+
+    monkeypatch.setattr(bench, "load", load)
+    assert table.render_shapes(tmp_path) == "shapes of nvidia-h200"
+    assert seen == ["nvidia-h100-80gb-hbm3", "nvidia-h200"]  # newest first, stops at the first found
+    have.clear()
+    assert "_No shape benchmark committed yet" in table.render_shapes(tmp_path)
+
+
+def _save_crosscheck(gpu_dir):
     checks = [{"label": "cuBLAS fp32", "M": 512, "N": 512, "K": 512, "kernels_per_call": 2, "harness_ms": 0.0127,
                "ncu_ms": 0.0148, "ratio": 0.858, "agrees": False, "error": None},
               {"label": "step 10", "M": 512, "N": 512, "K": 512, "kernels_per_call": 1, "harness_ms": 0.0111,
@@ -94,6 +119,10 @@ def test_crosscheck_block(tmp_path):
     (gpu_dir / "crosscheck.json").write_text(json.dumps(
         {"environment": {"gpu": "NVIDIA H200", "date": "2026-11-21T00:00:00"}, "method": {"calls": 20},
          "checks": checks}))
+
+
+def test_crosscheck_block(tmp_path):
+    _save_crosscheck(_save_steps(tmp_path))
     text = table.render_crosscheck(tmp_path)
     assert "| cuBLAS fp32 | 512 | 2 | 12.70 | 14.80 | 0.858 **(> 5%)** |" in text
     assert "| step 10 | 512 | 1 | 11.10 | 11.30 | 0.983 |" in text and "1 of 2 within 5%." in text
@@ -113,11 +142,14 @@ def test_readme_tables_match_committed_results():
     assert shapes == table.render_shapes().strip(), "README shape block is stale: python -m steps.table --readme"
 
 
-@pytest.mark.parametrize("slug", ["nvidia-h200"])
-def test_other_gpu_pages_match_committed_results(slug):
+def test_other_gpu_pages_match_committed_results():
     by_gpu = table._gpu_dirs(results.RESULTS_DIR)
-    page = results.RESULTS_DIR / slug / "README.md"
-    assert page.read_text() == table.gpu_page(results.RESULTS_DIR, slug, by_gpu[slug])
+    others = [slug for slug in by_gpu if slug != table.primary_gpu(by_gpu)]
+    assert others, "results/ holds one GPU: the README shows it, no page to check"
+    for slug in others:
+        page = results.RESULTS_DIR / slug / "README.md"
+        assert page.read_text() == table.gpu_page(results.RESULTS_DIR, slug, by_gpu[slug]), slug
+    assert not (results.RESULTS_DIR / table.primary_gpu(by_gpu) / "README.md").exists()
 
 
 def test_bad_input_is_one_line_exit_2():
