@@ -45,11 +45,36 @@ of 4 warps reach 187-195 TFLOP/s, +10% at 4096 and +15% at 2048 over 128 x 256; 
 1% of the best at 4096 (193.1 vs 195.3), against cuBLAS TF32 at 357 / 353 in the same run
 (0.52x / 0.55x). The raster order moves it by up to 20% (L2 reuse of the operand panels), more
 than any other field; 4 stages or block_k 64 cost the second block per SM and lose 15-35%.
-The committed ladder run (2026-11-23): 30.9 / 106.7 / 173.4 / 197.3 TFLOP/s at 512 / 1024 / 2048 /
-4096, 83% / 69% / 48% / 50% of cuBLAS TF32 (37.2 / 154.5 / 359.8 / 393.6). So the issue's 0.5x
-is met at 4096 and missed at 2048 in that run; the cross-check of the same session timed the
+The ladder run of 2026-11-23 01:20 (then committed): 30.9 / 106.7 / 173.4 / 197.3 TFLOP/s at
+512 / 1024 / 2048 / 4096, 83% / 69% / 48% / 50% of cuBLAS TF32 (37.2 / 154.5 / 359.8 / 393.6). So
+the issue's 0.5x was met at 4096 and missed at 2048 in that run; the cross-check of the same session timed the
 same kernel at 2048 at 91.3 us (188 TFLOP/s, 0.52x of cuBLAS TF32's 47.65 us; ncu 94.6 us), and
-the probes at 173-187: at 2048 this kernel varies ~8% from run to run, cuBLAS TF32 under 1%.
+the probes at 173-187: at 2048 this kernel varies ~8% from run to run, cuBLAS TF32 under 1%
+at 2048 (at 4096 it measured 342-394 across runs).
+
+What limits it at 2048 (ncu, the 128 x 128 default, 2026-11-23): the tensor pipe is active 64%
+of the cycles (cuBLAS TF32: 78%), at an SM clock of 1.72 GHz under load; L2 runs at 62% of its
+peak and shared memory at 58%, so neither bandwidth is the wall. Two warps per scheduler issue
+0.29 instructions a cycle, stalled per issue 2.1 cycles on fixed-latency dependencies, 1.0 on
+cp.async data and 0.9 on barriers, of which each slice has two: TVM's ThreadSync cannot tell
+that the copy into one stage and the reads of another touch different parts of one buffer.
+
+Then one more idea from the CUDA-core ladder, step 6's double buffer, in registers:
+``fragment_buffers=2`` pipelines the k-step loop inside the cp.async one (TVM expands the inner
+pipeline first, so the outer loop sees its prologue, body and epilogue as three statements),
+so each warp loads the next 8-k step's fragments while this one's mma run, and the next
+slice's first fragments before this slice's last mma. Prediction: a warp no longer starts
+each slice waiting on shared memory; worth most where a block's few warps are alone on their
+SM. Measured (H100, device probe, three interleaved rounds): 30.6 -> 34.9 TFLOP/s at 512
+(+14%), 104 -> 106 at 1024, and 171 -> 168 at 2048, 184 -> 174 at 4096: at the large sizes two
+blocks per SM already hide those loads, and the second register set (234 registers against
+167) costs more than it saves. It is the default at and below 1024^2 outputs. TVM 0.27 cannot
+generate it when K has fewer than stages - 1 block_k slices (the nested pipeline's wait count
+stays a run-time value): a one-line ConfigError there, and the default keeps one set.
+The committed ladder runs with it (2026-11-23): H100 34.3 / 106.2 / 175.9 / 180.1 TFLOP/s at
+512 / 1024 / 2048 / 4096, 0.94x / 0.73x / 0.499x / 0.53x cuBLAS TF32; H200 34.8 / 107.4 / 179.1 /
+184.0, 0.95x / 0.64x / 0.51x / 0.48x. The issue's 0.5x at 2048 and 4096 is within this kernel's
+run-to-run variation in both directions: not met reliably.
 
 Run: python -m steps.step13
 """
@@ -65,7 +90,8 @@ from .config import TensorCorePipelineConfig
 NUMBER = 13
 TENSOR_CORES = True
 NAME = "tensor-core pipeline"
-IDEA = "cp.async stages + padded conflict-free ldmatrix/fragment loads + tiles per size, on the mma loop"
+IDEA = ("cp.async stages + padded conflict-free ldmatrix/fragment loads + tiles per size, on the mma loop; "
+        "fragments double-buffered in registers where that pays")
 PRECISION = "tf32"
 Config = TensorCorePipelineConfig
 PASS_CONFIG: dict = {**prior.PASS_CONFIG, "tirx.use_async_copy": True}
