@@ -7,10 +7,11 @@ The README shows one GPU, the one measured last: its ladder (each step, then the
 of references.json), a line on how the final step compares with each reference, and links to
 the plots ``python -m steps.plot`` rendered (only those present). Every other GPU gets the same
 page as ``results/<gpu>/README.md``, linked from the README. The README's Method section holds
-a second generated block: the Nsight Compute cross-check of that GPU (crosscheck.json). A third,
-in its own section, is that GPU's shape benchmark (shapes.json, python -m steps.bench --save):
-per class, each step's geometric-mean ratio to cuBLAS fp32 and its worst shape, the shapes
-below 0.9x, and the plot.
+a second generated block: the Nsight Compute cross-check (crosscheck.json). A third, in its own
+section, is the shape benchmark (shapes.json, python -m steps.bench --save): per class, each
+step's geometric-mean ratio to cuBLAS fp32 and its worst shape, the shapes below 0.9x, and the
+plot. Those two come from the GPU measured last that has the file (each names its GPU), so a
+ladder run on a second GPU does not blank them.
 
 A number the host-bound guard flagged carries †. Results saved before the guard existed
 (schema 1: cuBLAS timed through cupy.matmul) are shown with that said, and without % cuBLAS.
