@@ -431,18 +431,17 @@ class TensorCorePipelineConfig(TensorCoreConfig):
             # The next slice's first fragments load one stage after its copy lands: with 2
             # stages that copy is the one issued in the same iteration, so nothing overlaps.
             raise ConfigError(f"fragment_buffers 2 needs stages >= 3, got stages {self.stages}")
-        if self.fragment_buffers == 2 and isinstance(K, int) and isinstance(self.block_k, int) and self.block_k > 0:
-            slices = -(-K // self.block_k)
-            if slices < self.stages - 1:
-                # TVM 0.27 then leaves the cp.async wait count of the nested pipeline's
-                # epilogue a run-time value, which its CUDA codegen rejects.
-                raise ConfigError(f"fragment_buffers 2 needs at least stages - 1 = {self.stages - 1} slices of "
-                                  f"block_k {self.block_k} in K={K}, got {slices}")
         for name in ("pad_a", "pad_b"):
             pad = getattr(self, name)
             if isinstance(pad, int) and not isinstance(pad, bool) and (pad % 4 or pad >= 32):
                 raise ConfigError(f"{name} must be a multiple of 4 floats below 32, got {pad}")
-        super().validate(M, N, K)
+        super().validate(M, N, K)  # sizes and fields first: the check below divides K by block_k
+        slices = -(-K // self.block_k)
+        if self.fragment_buffers == 2 and slices < self.stages - 1:
+            # TVM 0.27 then leaves the cp.async wait count of the nested pipeline's epilogue a
+            # run-time value, which its CUDA codegen rejects.
+            raise ConfigError(f"fragment_buffers 2 needs at least stages - 1 = {self.stages - 1} slices of "
+                              f"block_k {self.block_k} in K={K}, got {slices}")
 
 
 @dataclass(frozen=True)

@@ -357,7 +357,7 @@ def test_good_configs_validate_at_any_shape():
     TensorCorePipelineConfig(stages=2, pad_a=0, pad_b=0).validate(64, 64, 64)
     TF32x3Config(promote=0, stages=5, block_k=16).validate(64, 64, 64)
     TF32x3Config(promote=2, stages=2, block_k=64).validate(1000, 1500, 700)
-    TensorCorePipelineConfig(fragment_buffers=2, stages=3).validate(3, 5, 7)
+    TensorCorePipelineConfig(fragment_buffers=2, stages=3).validate(3, 5, 33)  # 2 slices of 32
 
 
 # --- step 13's fragment double buffering ----------------------------------------------------
