@@ -436,12 +436,15 @@ class TensorCorePipelineConfig(TensorCoreConfig):
             if isinstance(pad, int) and not isinstance(pad, bool) and (pad % 4 or pad >= 32):
                 raise ConfigError(f"{name} must be a multiple of 4 floats below 32, got {pad}")
         super().validate(M, N, K)  # sizes and fields first: the check below divides K by block_k
-        slices = -(-K // self.block_k)
-        if self.fragment_buffers == 2 and slices < self.stages - 1:
-            # TVM 0.27 then leaves the cp.async wait count of the nested pipeline's epilogue a
-            # run-time value, which its CUDA codegen rejects.
+        if self.fragment_buffers == 2 and not self.fragments_double_buffer_at(K):
             raise ConfigError(f"fragment_buffers 2 needs at least stages - 1 = {self.stages - 1} slices of "
-                              f"block_k {self.block_k} in K={K}, got {slices}")
+                              f"block_k {self.block_k} in K={K}, got {-(-K // self.block_k)}")
+
+    def fragments_double_buffer_at(self, K: int) -> bool:
+        """Whether K has the stages - 1 block_k slices fragment_buffers 2 needs: with fewer, TVM
+        0.27 leaves the cp.async wait count of the nested pipeline's epilogue a run-time value,
+        which its CUDA codegen rejects."""
+        return -(-K // self.block_k) >= self.stages - 1
 
 
 @dataclass(frozen=True)

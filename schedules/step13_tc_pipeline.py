@@ -111,7 +111,7 @@ def default_config(M: int, N: int, K: int) -> TensorCorePipelineConfig:
             cfg = TensorCorePipelineConfig(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=64, stages=3)
         # Fragments double-buffered where they measured faster: at and below 1024^2 (+14% at
         # 512, +2% at 1024; at 2048 and 4096 they cost 2-5%), when K has the slices for it.
-        if -(-K // cfg.block_k) >= cfg.stages - 1:
+        if cfg.fragments_double_buffer_at(K):
             cfg = replace(cfg, fragment_buffers=2)
         return cfg
     return TensorCorePipelineConfig(block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=3, pad_a=8,
