@@ -77,6 +77,15 @@ The committed ladder runs with it (2026-11-23): H100 34.3 / 106.2 / 175.9 / 180.
 184.0, 0.95x / 0.64x / 0.51x / 0.48x. The issue's 0.5x at 2048 and 4096 is within this kernel's
 run-to-run variation in both directions: not met reliably.
 
+Two more levers, each predicted to help and measured slower (H100, 2026-11-23, one device
+probe; docs/tensor-cores.md has the details): B's fragments as two 128-bit loads per k row,
+by permuting the n columns each mma covers (``transform_block_layout``), lost 19-23%: the
+HMMA reads B as an aligned register pair of k rows t and t + 4, so ptxas moved every loaded
+value into place (833 moves; 1770 SASS instructions against 1122). Three blocks per SM
+(``__launch_bounds__(128, 3)``, 2 stages or block_k 16 to fit the shared memory) lost 8-25%:
+the shallower pipeline costs more than the third block's warps hide. Timed alternately with
+cuBLAS TF32 for 8 rounds, this kernel reads 0.503x at 2048 and 0.53x at 4096.
+
 Run: python -m steps.step13
 """
 
