@@ -127,10 +127,44 @@ def add_run_options(p, explain: bool = True) -> None:
                         "folder): before, after, ratio; a drop over 15%% exits 1 (needs a GPU)")
 
 
+def config_override(text: str) -> dict[str, int]:
+    """``--config stages=2,pad_a=4``: config fields to set, each FIELD=INTEGER (every config
+    field is an integer). Which fields the step has is checked later, against the step."""
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not name.isidentifier():
+            raise argparse.ArgumentTypeError(f"expected FIELD=VALUE[,FIELD=VALUE...], got {text!r}")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}: not an integer: {value!r}") from None
+    return out
+
+
+def add_config_option(p) -> None:
+    p.add_argument("--config", type=config_override, action="append", default=[], metavar="FIELD=VALUE,...",
+                   help="run at the step's tuned config with these fields changed, at every size, e.g. "
+                        "--config stages=2,pad_a=4 (repeatable; --explain lists the fields). Not with --save: "
+                        "results/ holds the tuned configs")
+
+
+def config_overrides(args) -> dict[str, int]:
+    """The --config fields of a run, merged; one field given two values is a UsageError."""
+    merged: dict[str, int] = {}
+    for override in getattr(args, "config", None) or []:
+        for name, value in override.items():
+            if merged.get(name, value) != value:
+                raise UsageError(f"--config sets {name} twice ({merged[name]} and {value}); give it once")
+            merged[name] = value
+    return merged
+
+
 def step_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """python -m steps.stepN's options."""
     p = parser(prog, description)
     add_run_options(p)
+    add_config_option(p)
     return p
 
 
@@ -143,6 +177,8 @@ def check_run_options(args) -> None:
                 raise UsageError(f"{flag} needs timed kernels and {mode} times none; drop one of them")
     if explain and args.build_only:
         raise UsageError("--explain and --build-only print different things; give one of them")
+    if getattr(args, "config", None) and args.save:
+        raise UsageError("--save records the step's tuned configs, and --config changes them; drop one of them")
     for flag in ("tuned_prior", "full"):
         if getattr(args, flag, False) and not explain:
             raise UsageError(f"--{flag.replace('_', '-')} goes with --explain")
@@ -227,7 +263,8 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
         check_run_options(args)
         sizes = requested_shapes(args)
         arch = pick_arch(prog, args.arch, timing=not (args.explain or args.build_only))
-        configs = {size: _checked_config(step, *size) for size in sizes}
+        overrides = config_overrides(args)
+        configs = {size: _checked_config(step, *size, overrides=overrides) for size in sizes}
         if args.compare is not None:
             from . import compare  # it imports this module
 
@@ -251,8 +288,17 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-def _checked_config(step, M, N, K):
+def _checked_config(step, M, N, K, overrides: dict | None = None):
+    """The step's tuned config at M x N x K, with `overrides` (--config) set; validated, or a
+    one-line ConfigError that names the size."""
     cfg = step.default_config(M, N, K)
+    if overrides:
+        names = [f.name for f in dataclasses.fields(step.Config)]
+        unknown = [name for name in overrides if name not in names]
+        if unknown:
+            raise ConfigError(f"step {step.number}'s config has no field {', '.join(unknown)}; "
+                              f"its fields: {', '.join(names)}")
+        cfg = step.Config.from_dict({**cfg.as_dict(), **overrides})
     try:
         cfg.validate(M, N, K)
     except ConfigError as exc:
@@ -434,6 +480,10 @@ def benchmark(step, sizes, configs, arch, args) -> int:
     print(f"{env.get('gpu')} ({env.get('sm_count')} SMs, SM clock {env.get('sm_clock_mhz')} MHz, "
           f"driver {env.get('driver')}), TVM {env['tvm_version']}, arch {arch}; "
           f"median of {args.repeat} CUDA-event samples" + ("" if with_cublas else "; CuPy not installed: no cuBLAS column"))
+    overrides = config_overrides(args)
+    if overrides:  # the prior keeps its own tuned config: x prior is against the ladder's prior
+        print(f"config: step {step.number}'s tuned config with "
+              + " ".join(f"{k}={v}" for k, v in overrides.items()) + f" (--config); {prior_name} at its own")
     rows = []
     for size in sizes:
         M, N, K = size

@@ -122,7 +122,8 @@ def compare_step(step, args, arch: str) -> int:
     doc = load_before(args.compare, step.number)
     given = args.sizes is not None or bool(args.shape)
     shapes = cli.requested_shapes(args) if given else saved_shapes(doc)
-    configs = {size: cli._checked_config(step, *size) for size in shapes}
+    overrides = cli.config_overrides(args)
+    configs = {size: cli._checked_config(step, *size, overrides=overrides) for size in shapes}
     if not harness.gpu_present():
         raise cli.UsageError("--compare needs a CUDA GPU and none was found")
     source = str(results_file(args.compare, step.number))

@@ -29,9 +29,10 @@ def test_help():
 # Each CLI lists the options it honours, and no others.
 HONOURED = {
     "steps.step4": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--explain",
-                     "--tuned-prior", "--full", "--compare"}, set()),
+                     "--tuned-prior", "--full", "--compare", "--config"}, set()),
+    # --config changes one step's config: the ladder runs many steps, each at its tuned one.
     "steps": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--compare",
-               "--steps", "--references"}, {"--explain", "--tuned-prior", "--full"}),
+               "--steps", "--references"}, {"--explain", "--tuned-prior", "--full", "--config"}),
     "steps.sweep": ({"--sizes", "--shape", "--repeat", "--arch", "--step", "--top", "--workers", "--write",
                      "--dry-run", "--log", "--shapes", "--shape-file", "--candidates", "--from-log"},
                     {"--save", "--build-only", "--explain", "--compare", "--seed"}),
@@ -240,6 +241,14 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
     (["--explain", "--build-only"], ["--explain", "--build-only"]),
     (["--full"], ["--full goes with --explain"]),
     (["--tuned-prior", "--build-only"], ["--tuned-prior goes with --explain"]),
+    # --config: its syntax, the step's own fields, their values (per size), and --save
+    (["--config", "stages"], ["--config", "FIELD=VALUE"]),
+    (["--config", "stages=two"], ["--config", "stages: not an integer"]),
+    (["--config", "stages=2", "--build-only"], ["step 4's config has no field stages", "block_m, block_n"]),
+    (["--config", "vector=3", "--build-only", "--sizes", "256"], ["256x256x256", "vector must be 1, 2 or 4"]),
+    (["--config", "block_m=48", "--build-only", "--shape", "96", "64", "64", "--sizes", "64"], ["64x64x64"]),
+    (["--config", "vector=2", "--config", "vector=1", "--build-only"], ["--config sets vector twice (2 and 1)"]),
+    (["--config", "vector=2", "--save"], ["--save", "--config"]),
 ])
 def test_more_bad_input_is_one_line_and_exit_2(args, words, capsys):
     """As above, in this process (each subprocess imports TVM again)."""
@@ -258,6 +267,26 @@ def test_build_only_summary():
     row = next(line for line in out.splitlines() if line.strip().startswith("512x512x512"))
     threads, smem = row.split()[1:3]
     assert int(threads) == 128 and int(smem) == 6144
+
+
+def test_config_changes_the_tuned_config_at_every_size(capsys):
+    """--config sets fields of the step's tuned config, and only those, at each size: the
+    built kernels follow (shared memory is the config's tiles)."""
+    sizes = ((256, 256, 256), (512, 512, 512))
+    tuned = {size: schedules.get_step(4).default_config(*size) for size in sizes}
+    assert cli.main(4, ["--build-only", "--sizes", "256", "512", "--config", "vector=2,block_k=16"]) == 0
+    out = capsys.readouterr().out
+    for size in sizes:
+        want = tuned[size].__class__.from_dict({**tuned[size].as_dict(), "vector": 2, "block_k": 16})
+        assert want != tuned[size]
+        row = next(line for line in out.splitlines() if line.strip().startswith(cli._size(size)))
+        assert row.split()[2] == str(want.shared_bytes) and cli._config_text(want) in row
+
+
+def test_config_is_parsed_and_merged():
+    args = cli.step_parser("p", "d").parse_args(["--config", "stages=2, pad_a=4", "--config", "stages=2"])
+    assert cli.config_overrides(args) == {"stages": 2, "pad_a": 4}
+    assert cli.config_overrides(cli.step_parser("p", "d").parse_args([])) == {}
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU path")

@@ -3,6 +3,7 @@ and the GPU path (measure, save, CSV, machine.json, plots) driven by fakes of th
 
 import argparse
 import csv
+import dataclasses
 import json
 import subprocess
 import sys
@@ -243,6 +244,7 @@ class FakeRunner:
     """Stands in for harness.KernelRunner: GFLOPS = 1000 x step number, or a chosen failure."""
 
     calls: list = []
+    configs: list = []  # (step number, M, config) of each step measured
     failures: dict = {}  # (step number, M) -> error text
     gflops: dict = {}  # step number -> GFLOPS override
     host_us: dict = {}  # step number -> host time per launch override (µs)
@@ -255,6 +257,7 @@ class FakeRunner:
             FakeRunner.calls.append((step, M))
             return _timed((M, N, K), 500.0)
         FakeRunner.calls.append((step.number, M))
+        FakeRunner.configs.append((step.number, M, config))
         m = harness.Measurement(M, N, K)
         error = FakeRunner.failures.get((step.number, M))
         if error:
@@ -270,7 +273,7 @@ class FakeRunner:
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    FakeRunner.calls, FakeRunner.failures, FakeRunner.gflops, FakeRunner.host_us = [], {}, {}, {}
+    FakeRunner.calls, FakeRunner.configs, FakeRunner.failures, FakeRunner.gflops, FakeRunner.host_us = [], [], {}, {}, {}
     env = {"gpu": "NVIDIA Fake G100", "date": "2026-12-01T00:00:00+00:00", "tvm_version": "0.27",
            "sm_count": 100, "compute_capability": "9.0", "sm_clock_mhz": "1500", "driver": "1.0"}
     monkeypatch.setattr(harness, "gpu_present", lambda: True)
@@ -424,6 +427,23 @@ def test_compare_step_against_a_file(fake_gpu, tmp_path, capsys):
     FakeRunner.gflops = {4: 3000.0}
     assert cli.main(4, ["--compare", str(tmp_path)]) == 1  # a folder works too; -32% is flagged
     assert "DROP > 15%" in capsys.readouterr().out
+
+
+def test_config_times_the_changed_config_and_the_prior_at_its_own(fake_gpu, tmp_path, capsys):
+    tuned = {n: schedules.get_step(n).default_config(256, 256, 256) for n in (3, 4)}
+    assert cli.main(4, ["--sizes", "256", "--config", "vector=2"]) == 0
+    assert "config: step 4's tuned config with vector=2 (--config); step 3 at its own" in capsys.readouterr().out
+    assert FakeRunner.configs == [(4, 256, dataclasses.replace(tuned[4], vector=2)), (3, 256, tuned[3])]
+    # --compare times the changed config against the saved one
+    from .test_results import _doc
+
+    doc = _doc(step=4, environment={"gpu": "NVIDIA Fake G100", "date": "2026-11-21T00:00:00+00:00"})
+    doc["results"][0].update(gflops=4400.0, config=schedules.get_step(4).default_config(512, 512, 512).as_dict())
+    results.write_atomic(tmp_path / "step4.json", doc)
+    FakeRunner.configs = []
+    assert cli.main(4, ["--compare", str(tmp_path / "step4.json"), "--config", "vector=2"]) == 0
+    assert FakeRunner.configs == [(4, 512, dataclasses.replace(schedules.get_step(4).default_config(512, 512, 512),
+                                                               vector=2))]
 
 
 @pytest.mark.parametrize("content, words", [
