@@ -72,10 +72,11 @@ blocks per SM already hide those loads, and the second register set (234 registe
 167) costs more than it saves. It is the default at and below 1024^2 outputs. TVM 0.27 cannot
 generate it when K has fewer than stages - 1 block_k slices (the nested pipeline's wait count
 stays a run-time value): a one-line ConfigError there, and the default keeps one set.
-The committed ladder runs with it (2026-11-23): H100 34.3 / 106.2 / 175.9 / 180.1 TFLOP/s at
-512 / 1024 / 2048 / 4096, 0.94x / 0.73x / 0.499x / 0.53x cuBLAS TF32; H200 34.8 / 107.4 / 179.1 /
-184.0, 0.95x / 0.64x / 0.51x / 0.48x. The issue's 0.5x at 2048 and 4096 is within this kernel's
-run-to-run variation in both directions: not met reliably.
+The ladder runs with it (2026-11-23): H100 34.3 / 106.2 / 175.9 / 180.1 TFLOP/s at 512 / 1024 /
+2048 / 4096, 0.94x / 0.73x / 0.499x / 0.53x cuBLAS TF32, and in a later run (committed) 35.0 (host-
+bound) / 107.0 / 178.8 / 186.7, 0.70x / 0.508x / 0.53x at 1024 / 2048 / 4096; H200 34.8 / 107.4 /
+179.1 / 184.0, 0.95x / 0.64x / 0.51x / 0.48x. The issue's 0.5x at 2048 and 4096 is within this
+kernel's run-to-run variation in both directions: not met reliably.
 
 Two more levers, each predicted to help and measured slower (H100, 2026-11-23, one device
 probe; docs/tensor-cores.md has the details): B's fragments as two 128-bit loads per k row,

@@ -154,7 +154,10 @@ def final_step_versus_references(docs: list[dict], ref_doc: dict | None, sizes) 
             ratios = []
             for s in sizes:
                 mine, theirs = results.row_for(final, *s), references.row(ref_doc, key, s)
-                ratios.append(f"{mine['gflops'] / theirs['gflops']:.2f}×" if mine and theirs else "–")
+                # A ratio with a host-bound side may time the host: marked, as in the table.
+                bound = any(row and row.get("host_bound") for row in (mine, theirs))
+                ratios.append(f"{mine['gflops'] / theirs['gflops']:.2f}×" + (MARK if bound else "")
+                              if mine and theirs else "–")
             parts.append(f"{_label(entry)} {' / '.join(ratios)}")
         if parts:
             lines.append(f"**Step {final['step']} ({kind}) against each reference** (same run; at "

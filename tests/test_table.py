@@ -59,6 +59,14 @@ def test_host_bound_numbers_carry_the_mark(tmp_path):
     assert f"| 4. step4 | 13.0 | 1.50× | 65%{table.MARK} |" in text
     assert f"| *TVM dlight (default schedule)* | 7.0{table.MARK} |" in text
     assert f"{table.MARK} host-bound" in text
+    # and so does a ratio of the final step against a host-bound reference (14000 / 7000), and
+    # one of a host-bound step against a reference that is not (14000 / 10000)
+    assert f"TVM dlight (default schedule) 2.00×{table.MARK}" in text
+    assert "TVM MetaSchedule (128 trials) 1.40×;" not in text and "TVM MetaSchedule (128 trials) 1.40×." in text
+    doc = json.loads(results.step_path(tmp_path, "NVIDIA H200", 5).read_text())
+    doc["results"][0]["host_bound"] = True
+    results.write_atomic(results.step_path(tmp_path, "NVIDIA H200", 5), doc)
+    assert f"TVM MetaSchedule (128 trials) 1.40×{table.MARK}." in table.render(tmp_path)
 
 
 def test_results_saved_before_the_guard_show_no_pct_cublas(tmp_path):
