@@ -88,6 +88,8 @@ the shallower pipeline costs more than the third block's warps hide. Timed alter
 cuBLAS TF32 for 8 rounds, this kernel reads 0.503x at 2048 and 0.53x at 4096.
 
 Run: python -m steps.step13
+     python -m steps.step13 --sizes 2048 --config stages=2       # a variant measured above, again
+     python -m steps.step13 --sizes 512 --config fragment_buffers=1  # without the register double buffer
 """
 
 from __future__ import annotations
