@@ -83,8 +83,9 @@ probe; docs/tensor-cores.md has the details): B's fragments as two 128-bit loads
 by permuting the n columns each mma covers (``transform_block_layout``), lost 19-23%: the
 HMMA reads B as an aligned register pair of k rows t and t + 4, so ptxas moved every loaded
 value into place (833 moves; 1770 SASS instructions against 1122). Three blocks per SM
-(``__launch_bounds__(128, 3)``, 2 stages or block_k 16 to fit the shared memory) lost 8-25%:
-the shallower pipeline costs more than the third block's warps hide. Timed alternately with
+(``__launch_bounds__(128, 3)``, 2 stages or block_k 16 to fit the shared memory) lost 14-26%
+against the default, and gained nothing over 2 stages at two blocks per SM (-10% to +1%): the
+shallower pipeline costs more than the third block's warps hide. Timed alternately with
 cuBLAS TF32 for 8 rounds, this kernel reads 0.503x at 2048 and 0.53x at 4096.
 
 Run: python -m steps.step13
