@@ -86,7 +86,8 @@ value into place (833 moves; 1770 SASS instructions against 1122). Three blocks 
 (``__launch_bounds__(128, 3)``, 2 stages or block_k 16 to fit the shared memory) lost 14-26%
 against the default, and gained nothing over 2 stages at two blocks per SM (-10% to +1%): the
 shallower pipeline costs more than the third block's warps hide. Timed alternately with
-cuBLAS TF32 for 8 rounds, this kernel reads 0.503x at 2048 and 0.53x at 4096.
+cuBLAS TF32 (8 rounds; in a second call 6 with 3 s idle before each timing, and 6 without),
+this kernel reads 0.503x / 0.491x / 0.504x at 2048 and 0.53x / 0.511x / 0.520x at 4096.
 
 Run: python -m steps.step13
      python -m steps.step13 --sizes 2048 --config stages=2       # a variant measured above, again
