@@ -89,6 +89,18 @@ shallower pipeline costs more than the third block's warps hide. Timed alternate
 cuBLAS TF32 (8 rounds; in a second call 6 with 3 s idle before each timing, and 6 without),
 this kernel reads 0.503x / 0.491x / 0.504x at 2048 and 0.53x / 0.511x / 0.520x at 4096.
 
+How far mma.sync itself goes (H100, 2026-11-23, tools/cutlass_tf32, same runs, alternating
+rounds): CUTLASS's own SM80 TF32 kernels reach 197-203 TFLOP/s at their best tiles (256 x 128
+or 128 x 256 blocks of 8 warps, one per SM), 0.58-0.59x cuBLAS TF32, and 183 at this step's
+128 x 128 x 32 tile. Under Nsight Compute this kernel takes 160 k cycles at 2048^3 against
+CUTLASS's 164 k at the same tile and 155 k at its best. So the schedule matches NVIDIA's
+mma.sync code tile for tile, and the 0.5x bar asks for 85% of the best mma.sync result.
+In these calls this kernel read 0.50-0.52x at 2048 and 0.52-0.53x at 4096.
+CUTLASS's 8-warp tiles, tried here with ``fragment_buffers=2``, came within 1-2% of the
+default (128 x 256 x 32, 4 stages, pad_a 4: +2% / +1% in one set of rounds, -0.3% / -6% in
+the probe before), so the default stays. CUTLASS's one barrier per slice, its L2 prefetch
+hint and 64-bit cp.async addresses, each patched into this kernel's CUDA, gained nothing.
+
 Run: python -m steps.step13
      python -m steps.step13 --sizes 2048 --config stages=2       # a variant measured above, again
      python -m steps.step13 --sizes 512 --config fragment_buffers=1  # without the register double buffer
