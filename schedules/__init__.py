@@ -21,7 +21,7 @@ import tvm
 from tvm import s_tir
 from tvm.target import Target
 
-from . import nvrtc, padding
+from . import nvrtc, one_barrier, padding
 from . import (
     step1_grid,
     step2_register_tile,
@@ -159,8 +159,11 @@ def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=
     # its one-line ConfigError; then the per-arch shared-memory limit, before compiling.
     sch = s.schedule(M, N, K, cfg)
     cfg.check_shared_memory(arch)
+    # One barrier per k slice is a lowering pass of ours, run after TVM's ThreadSync: a TIR
+    # pipeline of its own (schedules/one_barrier.py), chosen by the config.
+    pipeline = one_barrier.PIPELINE if getattr(cfg, "barriers", 2) == 1 else "default"
     with tvm.transform.PassContext(opt_level=3, config=s.pass_config):
-        return tvm.compile(sch.mod, target=tgt)
+        return tvm.compile(sch.mod, target=tgt, tir_pipeline=pipeline)
 
 
 def cuda_source(lib) -> str:

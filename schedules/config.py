@@ -414,19 +414,23 @@ class TensorCorePipelineConfig(TensorCoreConfig):
     """Step 13: `stages` cp.async buffers; A rows padded by pad_a floats and B rows by pad_b,
     so fragment loads hit distinct banks; blocks launched in groups `raster` wide; each warp's
     fragments in `fragment_buffers` register sets (2: the next 8-k step's, and the next slice's
-    first, load while this step's mma run)."""
+    first, load while this step's mma run); `barriers` per k slice: 2 as TVM's ThreadSync
+    places them, or 1 in CUTLASS's order (schedules/one_barrier.py, a pass after ThreadSync)."""
 
     stages: int = 3  # type: ignore[assignment]
     pad_a: int = 4  # type: ignore[assignment]
     pad_b: int = 8  # type: ignore[assignment]
     raster: int = 1  # type: ignore[assignment]
     fragment_buffers: int = 1
+    barriers: int = 2
 
     def validate(self, M: int, N: int, K: int) -> None:
         if not isinstance(self.stages, int) or isinstance(self.stages, bool) or not 2 <= self.stages <= 5:
             raise ConfigError(f"stages must be 2 to 5, got {self.stages!r}")
         if self.fragment_buffers not in (1, 2) or isinstance(self.fragment_buffers, bool):
             raise ConfigError(f"fragment_buffers must be 1 or 2, got {self.fragment_buffers!r}")
+        if self.barriers not in (1, 2) or isinstance(self.barriers, bool):
+            raise ConfigError(f"barriers must be 1 or 2, got {self.barriers!r}")
         if self.fragment_buffers == 2 and self.stages < 3:
             # The next slice's first fragments load one stage after its copy lands: with 2
             # stages that copy is the one issued in the same iteration, so nothing overlaps.

@@ -92,17 +92,35 @@ this kernel reads 0.503x / 0.491x / 0.504x at 2048 and 0.53x / 0.511x / 0.520x a
 How far mma.sync itself goes (H100, 2026-11-23, tools/cutlass_tf32, same runs, alternating
 rounds): CUTLASS's own SM80 TF32 kernels reach 197-203 TFLOP/s at their best tiles (256 x 128
 or 128 x 256 blocks of 8 warps, one per SM), 0.58-0.59x cuBLAS TF32, and 183 at this step's
-128 x 128 x 32 tile. Under Nsight Compute this kernel takes 160 k cycles at 2048^3 against
-CUTLASS's 164 k at the same tile and 155 k at its best. So the schedule matches NVIDIA's
-mma.sync code tile for tile, and the 0.5x bar asks for 85% of the best mma.sync result.
-In these calls this kernel read 0.50-0.52x at 2048 and 0.52-0.53x at 4096.
-CUTLASS's 8-warp tiles, tried here with ``fragment_buffers=2``, came within 1-2% of the
-default (128 x 256 x 32, 4 stages, pad_a 4: +2% / +1% in one set of rounds, -0.3% / -6% in
-the probe before), so the default stays. CUTLASS's one barrier per slice, its L2 prefetch
-hint and 64-bit cp.async addresses, each patched into this kernel's CUDA, gained nothing.
+then 128 x 128 x 32 tile. Under Nsight Compute that kernel took 160 k cycles at 2048^3 against
+CUTLASS's 164 k at the same tile and 155 k at its best. So the schedule matched NVIDIA's
+mma.sync code tile for tile, and the 0.5x bar asks for 85% of the best mma.sync result; in
+those calls it read 0.50-0.52x at 2048 and 0.52-0.53x at 4096.
+
+Then CUTLASS's best shape, and one more idea from it: one barrier per slice. TVM's ThreadSync
+puts two in every slice (before the copies, which overwrite a stage other warps may still read,
+and after the wait); CUTLASS waits first, syncs once, and then copies. That one barrier covers
+both hazards, because the stage the copy overwrites was last read in the previous slice
+(schedules/one_barrier.py, a TIR pass run after ThreadSync: ``barriers=1``). Prediction:
+nothing for two 4-warp blocks per SM, where one block's barriers hide behind the other's mma
+(the CUDA edited this way measured -1% / -1% there), but something for CUTLASS's best shape,
+one 8-warp block per SM, where all 8 warps drain at every barrier. Measured (H100, 2026-11-23,
+alternating rounds with cuBLAS TF32, 128 x 256 x 32, 4 stages, pad_a 4, fragment_buffers=2):
+- the 8-warp tile against the 128 x 128 default of before: +2.2% / +1.0% (2048 / 4096), and in
+  a later call +3.5% / +2.1%;
+- one barrier against two, at that tile: +3.1% / +3.6% with the CUDA edited by hand; 0.0% /
+  -1.9% with the pass; and in 10 rounds decided in advance, +0.5% / -0.2%. So no measurable
+  effect: the barriers are not what the 8-warp block waits on. The rule fixed before those 10
+  rounds (one barrier if the geometric mean of the two ratios is above 1) kept it.
+So the default from 128 such tiles up (2048^2) is that 128 x 256 config, with one barrier per
+slice. CUTLASS's L2 prefetch hint and 64-bit cp.async addresses, patched into the CUDA, gained
+nothing either (+-1%). The committed ladder (the run after those rounds): 194.1 / 195.4
+TFLOP/s at 2048 / 4096, 0.54x / 0.49x cuBLAS TF32 (358.0 / 398.3; at 4096 cuBLAS TF32 measured
+342-398 across this day's runs, this kernel 180-195).
 
 Run: python -m steps.step13
      python -m steps.step13 --sizes 2048 --config stages=2       # a variant measured above, again
+     python -m steps.step13 --sizes 2048 --config barriers=2     # TVM's two barriers per slice again
      python -m steps.step13 --sizes 512 --config fragment_buffers=1  # without the register double buffer
 """
 
@@ -125,23 +143,41 @@ PASS_CONFIG: dict = {**prior.PASS_CONFIG, "tirx.use_async_copy": True}
 EXPECTED_REGRESSION: dict = {}
 
 
+# 128 x 256 tiles an output needs before one 8-warp block per SM beats two 4-warp 128 x 128
+# blocks: 128 of the H100's 132 SMs busy, as 2048^2 has.
+ONE_BLOCK_PER_SM_TILES = 128
+
+
 def default_config(M: int, N: int, K: int) -> TensorCorePipelineConfig:
-    # The best of the device probes (H100, 2026-11-22/23; 70 configs at 512-4096): small outputs
-    # want more, smaller blocks for 132 SMs; large ones two 4-warp 128 x 128 blocks per SM (so
-    # one block's barrier and copy waits hide behind the other's mma), launched in groups 4
-    # blocks wide so neighbours share operand panels in L2.
+    # The best of the device probes (H100, 2026-11-22/23; about 100 configs at 512-4096): small
+    # outputs want more, smaller blocks for 132 SMs. Large ones take CUTLASS's best mma.sync
+    # shape, one 128 x 256 block of 8 warps per SM: 4 stages (pad_a 4 to fit 204 KB) and
+    # fragments double-buffered, since no second block on the SM hides this one's barriers and
+    # first loads (+2-4% at 2048 over two 128 x 128 blocks, +0-2% at 4096, 2026-11-23), and
+    # CUTLASS's one barrier per slice (no measurable effect either way: +0.5% / -0.2% in 10
+    # alternating rounds; kept by a rule fixed before those rounds, see the docstring).
+    # That needs about a block per SM: with fewer 128 x 256 tiles than 128 (2048^2 has 128 for
+    # 132 SMs) the output stays in two 4-warp 128 x 128 blocks per SM, whose barrier and copy
+    # waits hide behind the other block's mma. Both launch in groups 4 blocks wide, so
+    # neighbours share operand panels in L2.
     if M * N <= 1024 * 1024:
         if M * N <= 512 * 512:
             cfg = TensorCorePipelineConfig(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=4)
         else:
             cfg = TensorCorePipelineConfig(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=64, stages=3)
         # Fragments double-buffered where they measured faster: at and below 1024^2 (+14% at
-        # 512, +2% at 1024; at 2048 and 4096 they cost 2-5%), when K has the slices for it.
+        # 512, +2% at 1024; at 2048 and 4096 they cost 2-5% in 128 x 128 blocks), when K has
+        # the slices for it.
         if cfg.fragments_double_buffer_at(K):
             cfg = replace(cfg, fragment_buffers=2)
         return cfg
-    return TensorCorePipelineConfig(block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=3, pad_a=8,
-                                     raster=4)
+    if -(-M // 128) * -(-N // 256) < ONE_BLOCK_PER_SM_TILES:
+        return TensorCorePipelineConfig(block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=3,
+                                        pad_a=8, raster=4)
+    cfg = TensorCorePipelineConfig(block_m=128, block_n=256, block_k=32, warp_m=64, warp_n=64, stages=4, pad_a=4,
+                                   raster=4, fragment_buffers=2, barriers=1)
+    # With fewer than 3 slices of K the double buffer cannot be generated (a ConfigError).
+    return cfg if cfg.fragments_double_buffer_at(K) else replace(cfg, fragment_buffers=1)
 
 
 def apply(sch, cfg: TensorCorePipelineConfig, block):

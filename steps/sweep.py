@@ -54,7 +54,7 @@ STAGES = (
               "thread_m": (4, 8), "thread_n": (4, 8)}),
     ("pipeline", {"block_k": (8, 16, 32, 64), "stages": (2, 3, 4)}),
     ("details", {"pad_a": (0, 4), "warp_m": (2, 4, 8), "raster": (1, 8), "unroll_k": (0, 1),
-                 "fragment_buffers": (1, 2)}),
+                 "fragment_buffers": (1, 2), "barriers": (1, 2)}),
 )
 THREADS = (64, 128, 256, 512)  # fewer starve the SM of warps; more leave < 64 registers each
 MIN_BLOCKS = 64  # fewer thread blocks than half of an H100's 132 SMs: not worth timing

@@ -6,6 +6,7 @@ that text (and, where nvcc is installed, ptxas's resource report for it).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import pytest
 
 import schedules
+from schedules.config import MAX_SHARED_BYTES
 
 STEPS = schedules.STEPS
 # Steps 1-11 compute on CUDA cores: per-thread micro-tiles of C, FFMA accumulators, float4
@@ -257,6 +259,15 @@ def test_each_step_changes_the_schedule(step, n):
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_builds_a_cuda_kernel(step, n, arch):
+    cfg = _config(step, n)
+    if cfg.shared_bytes > MAX_SHARED_BYTES[arch]:
+        # Step 13's default from 2048 up is sized for sm_90 (204 KB, 4 stages): another arch is
+        # refused in one line before anything is compiled (--config stages=3 fits sm_80).
+        assert (step.number, arch) == (13, "sm_80") and n == 2048
+        with pytest.raises(schedules.ConfigError, match=r"shared memory .* 163 KB per-block limit of sm_80"):
+            schedules.build(step.number, n, n, n, arch=arch)
+        assert dataclasses.replace(cfg, stages=3).shared_bytes <= MAX_SHARED_BYTES[arch]
+        return
     src = _source(step.number, n, arch)
     assert 'extern "C" __global__' in src
     kernels = list(KERNEL_RE.finditer(src))

@@ -334,6 +334,9 @@ BAD_CONFIGS = [
     (TensorCorePipelineConfig(fragment_buffers=True), ("fragment_buffers", "1 or 2")),
     (TensorCorePipelineConfig(fragment_buffers=2, stages=2), ("fragment_buffers 2", "stages >= 3")),
     (TF32x3Config(fragment_buffers=2), ("step 14", "fragment_buffers must be 1")),
+    (TensorCorePipelineConfig(barriers=0), ("barriers", "1 or 2")),
+    (TensorCorePipelineConfig(barriers=True), ("barriers", "1 or 2")),
+    (TF32x3Config(barriers=3), ("barriers", "1 or 2")),
 ]
 
 
@@ -669,3 +672,71 @@ def test_gpu_promote_per_slice_is_fp32_accurate(shape, runner):
     lib = schedules.build(14, *shape, arch=harness.gpu_arch(), config=cfg)
     errors = [runner.check(lib["main"], *shape) for _ in range(2)]
     assert all(e <= harness.TOLERANCE for e in errors), f"promote 2 at {_id(shape)}: relative errors {errors}"
+
+
+# --- one barrier per slice (schedules/one_barrier.py) ---------------------------------------
+
+LOOP_SYNC_RE = re.compile(r"cp\.async\.wait_group (\d)|cp\.async\.commit_group|__syncthreads\(\)|cp\.async\.cg")
+
+
+def _k_loop_head(src: str) -> list[str]:
+    """The k loop's synchronisation, in order, up to its first mma: 'wait N', 'commit', 'sync'
+    and 'copy' (a run of cp.async calls counts once)."""
+    start = src.index("for (int k_0_0 = 0;")
+    head = src[start:src.index(MMA, start)]
+    # The helpers are inlined by name; resolve the names TVM gives them to what they emit.
+    names = {"wait_group_async_wait_group_": "wait ", "commit_group_async_commit_group()": "commit",
+             "__syncthreads()": "sync", "ptx_cp_async_legacy_": "copy"}
+    found = re.findall(r"wait_group_async_wait_group_\d|commit_group_async_commit_group\(\)|__syncthreads\(\)|"
+                       r"ptx_cp_async_legacy_(?:pred_)?c[ag]_\d+", head)
+    out = []
+    for f in found:
+        item = f"wait {f[-1]}" if f.startswith("wait") else next(v for k, v in names.items() if f.startswith(k))
+        if not (item == "copy" and out and out[-1] == "copy"):
+            out.append(item)
+    return out
+
+
+@pytest.mark.parametrize("tiles", [
+    dict(block_m=128, block_n=256, block_k=32, warp_m=64, warp_n=64, stages=4, fragment_buffers=2),
+    dict(block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=3, fragment_buffers=1),
+    dict(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stages=2, fragment_buffers=1),
+], ids=lambda t: f"{t['block_m']}x{t['block_n']}_s{t['stages']}_fb{t['fragment_buffers']}")
+def test_one_barrier_per_slice_reorders_the_k_loop(tiles):
+    # TVM: sync; copies; commit; wait N; sync. One barrier: wait N - 1; sync; copies; commit
+    # (the same copy groups are complete when the mma start), and one __syncthreads fewer.
+    shape = (2048, 2048, 2048)
+    two = _source(13, shape, TensorCorePipelineConfig(**tiles, barriers=2))
+    one = _source(13, shape, TensorCorePipelineConfig(**tiles, barriers=1))
+    n = tiles["stages"] - tiles["fragment_buffers"]
+    assert _k_loop_head(two) == ["sync", "copy", "commit", f"wait {n}", "sync"]
+    assert _k_loop_head(one) == [f"wait {n - 1}", "sync", "copy", "commit"]
+    assert one.count("__syncthreads()") == two.count("__syncthreads()") - 1
+    assert one.count(MMA) == two.count(MMA)
+    # Only the k loop changes: the prologue and the epilogue keep their waits.
+    assert sorted(re.findall(r"wait_group_\d\(\);", one)) != [] and len(re.findall(r"wait_group_\d\(\);", one)) == len(
+        re.findall(r"wait_group_\d\(\);", two))
+
+
+def test_step13_default_from_2048_is_one_8_warp_block_per_sm_with_one_barrier():
+    cfg = schedules.get_step(13).default_config(2048, 2048, 2048)
+    assert (cfg.block_m, cfg.block_n, cfg.threads, cfg.stages, cfg.fragment_buffers) == (128, 256, 256, 4, 2)
+    # One barrier per slice (no measurable effect, kept by a rule decided in advance); step 14
+    # keeps TVM's two.
+    assert cfg.barriers == 1 and schedules.get_step(14).default_config(2048, 2048, 2048).barriers == 2
+    assert _k_loop_head(_source(13, (2048, 2048, 2048))) == ["wait 1", "sync", "copy", "commit"]
+    # Outputs of fewer 128 x 256 tiles than that keep two 4-warp blocks per SM.
+    for shape in [(1000, 1500, 700), (2048, 1024, 2048), (4096, 512, 4096)]:
+        small = schedules.get_step(13).default_config(*shape)
+        assert (small.block_m, small.block_n, small.threads, small.barriers) == (128, 128, 128, 2), shape
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 32), (2048, 2048, 64), (2047, 2049, 700), (4096, 4096, 4096)], ids=_id)
+def test_one_barrier_builds_where_the_loop_is_short_or_absent(shape):
+    # K of one or two slices leaves no k loop (or one of one iteration): nothing to rewrite,
+    # and the pass must leave such kernels intact; padded shapes keep their predicates.
+    cfg = dataclasses.replace(schedules.get_step(13).default_config(*shape), barriers=1)
+    src = _source(13, shape, cfg)
+    assert MMA in src
+    if "for (int k_0_0 = 0;" in src:
+        assert _k_loop_head(src)[1:3] == ["sync", "copy"]

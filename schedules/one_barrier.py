@@ -1,0 +1,107 @@
+"""One barrier per slice of a cp.async pipeline: a lowering pass TVM 0.27 lacks.
+
+InjectSoftwarePipeline lowers a cp.async pipeline of `S` stages to this loop body (slice k):
+
+    __syncthreads();             // ThreadSync: the copy below overwrites a stage others read
+    cp.async ... slice k + S - 1 // into stage (k + S - 1) % S
+    commit_group;
+    wait_group N;                // slice k (and, with double-buffered fragments, k + 1) landed
+    __syncthreads();             // ThreadSync: every thread's copies of it are visible
+    compute slice k
+
+ThreadSync needs both barriers because it cannot tell that the copy and the compute touch
+different stages of the same shared buffer. CUTLASS's multistage mainloop orders the same work
+so that one barrier serves both purposes:
+
+    wait_group N - 1;            // the same groups complete: this slice's copy is not yet issued
+    __syncthreads();             // slice k visible, and every thread is done with slice k - 1
+    cp.async ... slice k + S - 1 // overwrites the stage of slice k - 1, now safe
+    commit_group;
+    compute slice k
+
+`single_barrier_pass` rewrites every loop whose body has that shape, after ThreadSync (it runs
+first among the device finalization passes). It is safe because the stage the copy writes,
+(k + S - 1) % S, is neither stage k nor, with fragments double-buffered (S >= 3), stage k + 1,
+the only stages this iteration's compute reads. Used by step 13 when ``barriers`` is 1
+(``schedules.build`` picks the pipeline registered here).
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+from tvm.s_tir import pipeline as s_tir_pipeline
+from tvm.tirx import compilation_pipeline
+
+PIPELINE = "matmul_ladder_single_barrier"
+
+_COMMIT = "async_commit_queue_scope"
+_WAIT = "async_wait_queue_scope"
+_INFLIGHT = "async_wait_inflight_count"
+
+
+def _is_sync(stmt) -> bool:
+    return (isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tvm.ir.Call)
+            and getattr(stmt.value.op, "name", "") == "tirx.tvm_storage_sync")
+
+
+def _seq(stmt) -> list:
+    return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
+
+
+def _single_barrier_body(body):
+    """The rewritten loop body, or None when it is not a pipelined cp.async body."""
+    seq = _seq(body)
+    if len(seq) < 2:
+        return None
+    commit, wait = seq[0], seq[1]
+    if not (isinstance(commit, tirx.AttrStmt) and commit.attr_key == _COMMIT
+            and isinstance(wait, tirx.AttrStmt) and wait.attr_key == _WAIT
+            and isinstance(wait.body, tirx.AttrStmt) and wait.body.attr_key == _INFLIGHT
+            and isinstance(wait.body.value, tvm.tirx.IntImm) and wait.body.value.value >= 1):
+        return None
+    copies = _seq(commit.body)
+    syncs = [i for i, s in enumerate(copies) if _is_sync(s)]
+    computes = _seq(wait.body.body)
+    if len(syncs) != 1 or not computes or not _is_sync(computes[0]):
+        return None
+    del copies[syncs[0]]
+    inflight = wait.body
+    new_commit = tirx.AttrStmt(commit.node, commit.attr_key, commit.value, tirx.SeqStmt(copies))
+    new_wait = tirx.AttrStmt(
+        wait.node, wait.attr_key, wait.value,
+        tirx.AttrStmt(inflight.node, inflight.attr_key, tvm.tirx.IntImm("int32", inflight.value.value - 1),
+                      tirx.SeqStmt([computes[0], new_commit, *computes[1:]])))
+    return new_wait if len(seq) == 2 else tirx.SeqStmt([new_wait, *seq[2:]])
+
+
+def _rewrite(stmt):
+    """stmt with every pipelined loop body rewritten (the tree nests through these five)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        return tirx.SeqStmt([_rewrite(s) for s in stmt.seq])
+    if isinstance(stmt, tirx.AttrStmt):
+        return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, _rewrite(stmt.body))
+    if isinstance(stmt, tirx.IfThenElse):
+        return tirx.IfThenElse(stmt.condition, _rewrite(stmt.then_case),
+                               None if stmt.else_case is None else _rewrite(stmt.else_case))
+    if isinstance(stmt, tirx.While):
+        return tirx.While(stmt.condition, _rewrite(stmt.body))
+    if isinstance(stmt, tirx.For):
+        body = _rewrite(stmt.body)
+        body = _single_barrier_body(body) or body
+        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
+                        stmt.annotations, stmt.step)
+    return stmt
+
+
+@tvm.tirx.transform.prim_func_pass(opt_level=0, name="SingleBarrierPerSlice")
+def single_barrier_pass(func, mod, ctx):
+    return func.with_body(_rewrite(func.body))
+
+
+def _pipeline():
+    lower, finalize_host, finalize_device = s_tir_pipeline.default_s_tir_pipeline()
+    return lower, finalize_host, lambda: tvm.transform.Sequential([single_barrier_pass, finalize_device()])
+
+
+compilation_pipeline.PIPELINE_MAP[PIPELINE] = _pipeline
