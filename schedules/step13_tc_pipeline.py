@@ -171,11 +171,11 @@ def default_config(M: int, N: int, K: int) -> TensorCorePipelineConfig:
         if cfg.fragments_double_buffer_at(K):
             cfg = replace(cfg, fragment_buffers=2)
         return cfg
-    if -(-M // 128) * -(-N // 256) < ONE_BLOCK_PER_SM_TILES:
-        return TensorCorePipelineConfig(block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=3,
-                                        pad_a=8, raster=4)
     cfg = TensorCorePipelineConfig(block_m=128, block_n=256, block_k=32, warp_m=64, warp_n=64, stages=4, pad_a=4,
                                    raster=4, fragment_buffers=2, barriers=1)
+    if -(-M // cfg.block_m) * -(-N // cfg.block_n) < ONE_BLOCK_PER_SM_TILES:
+        return TensorCorePipelineConfig(block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, stages=3,
+                                        pad_a=8, raster=4)
     # With fewer than 3 slices of K the double buffer cannot be generated (a ConfigError).
     return cfg if cfg.fragments_double_buffer_at(K) else replace(cfg, fragment_buffers=1)
 

@@ -676,22 +676,17 @@ def test_gpu_promote_per_slice_is_fp32_accurate(shape, runner):
 
 # --- one barrier per slice (schedules/one_barrier.py) ---------------------------------------
 
-LOOP_SYNC_RE = re.compile(r"cp\.async\.wait_group (\d)|cp\.async\.commit_group|__syncthreads\(\)|cp\.async\.cg")
+LOOP_SYNC_RE = re.compile(r"wait_group_async_wait_group_(?P<wait>\d)|(?P<commit>commit_group_async_commit_group\(\))|"
+                          r"(?P<sync>__syncthreads\(\))|(?P<copy>ptx_cp_async_legacy_(?:pred_)?c[ag]_\d+)")
 
 
 def _k_loop_head(src: str) -> list[str]:
     """The k loop's synchronisation, in order, up to its first mma: 'wait N', 'commit', 'sync'
-    and 'copy' (a run of cp.async calls counts once)."""
+    and 'copy' (a run of cp.async calls counts once), from the names of the inlined helpers."""
     start = src.index("for (int k_0_0 = 0;")
-    head = src[start:src.index(MMA, start)]
-    # The helpers are inlined by name; resolve the names TVM gives them to what they emit.
-    names = {"wait_group_async_wait_group_": "wait ", "commit_group_async_commit_group()": "commit",
-             "__syncthreads()": "sync", "ptx_cp_async_legacy_": "copy"}
-    found = re.findall(r"wait_group_async_wait_group_\d|commit_group_async_commit_group\(\)|__syncthreads\(\)|"
-                       r"ptx_cp_async_legacy_(?:pred_)?c[ag]_\d+", head)
     out = []
-    for f in found:
-        item = f"wait {f[-1]}" if f.startswith("wait") else next(v for k, v in names.items() if f.startswith(k))
+    for m in LOOP_SYNC_RE.finditer(src[start:src.index(MMA, start)]):
+        item = f"wait {m['wait']}" if m["wait"] else m.lastgroup
         if not (item == "copy" and out and out[-1] == "copy"):
             out.append(item)
     return out
@@ -714,8 +709,8 @@ def test_one_barrier_per_slice_reorders_the_k_loop(tiles):
     assert one.count("__syncthreads()") == two.count("__syncthreads()") - 1
     assert one.count(MMA) == two.count(MMA)
     # Only the k loop changes: the prologue and the epilogue keep their waits.
-    assert sorted(re.findall(r"wait_group_\d\(\);", one)) != [] and len(re.findall(r"wait_group_\d\(\);", one)) == len(
-        re.findall(r"wait_group_\d\(\);", two))
+    waits = [re.findall(r"wait_group_\d\(\);", src) for src in (one, two)]
+    assert waits[0] and len(waits[0]) == len(waits[1])
 
 
 def test_step13_default_from_2048_is_one_8_warp_block_per_sm_with_one_barrier():
