@@ -1,7 +1,7 @@
 """The shape rule: a step-11 config for any M, N, K, from a small cost model. Pure: no GPU, no I/O.
 
     from schedules import shape_rule
-    cfg = shape_rule.rule_config(256, 256, 16384)          # a SplitKConfig, split_k 8 here
+    cfg = shape_rule.rule_config(256, 256, 16384)          # a SplitKConfig, split_k 16 here
     shape_rule.ranked(2048, 64, 2048)[:5]                   # the model's best few, best first
 
 Step 11 takes its config from ``schedules/tuned/step11.json`` where a sweep measured that very
@@ -13,8 +13,8 @@ factors, and keeps the candidate with the least predicted time (:func:`predicted
   tile, K to whole ``split_k x block_k``), so a 64-wide tile on N = 65 costs double;
 - **wave quantisation**: a thread block's work is ``block_m x block_n x chunk`` FMAs; an SM
   holds ``resident`` blocks at once (registers, shared memory, threads); the grid runs in rounds
-  of ``sm_count x resident`` blocks and a partly filled round costs nearly a full one (a
-  lone block runs slower than a full SM: ``min(1, warps / SATURATING_WARPS)``);
+  of ``sm_count x resident`` blocks and a partly filled round costs nearly a full one; an SM
+  with few warps runs its FMA pipe part-busy (:func:`occupancy`, fitted to measured configs);
 - **split-K**: splitting K multiplies the blocks by ``split_k`` at the price of the partial
   buffer (written once, read once) and a second launch (``REDUCE_LAUNCH_S``), and a fixed
   per-block cost (pipeline fill and write-back, ``BLOCK_OVERHEAD_SLICES``) that short chunks
@@ -52,10 +52,15 @@ MAX_BLOCKS_PER_SM = 32
 FMA_PER_SM_S = 128 * 1.9e9
 DRAM_BYTES_S = 3.0e12
 REDUCE_LAUNCH_S = 2.0e-6  # a second, dependent kernel: launch gap plus its own tail
-# Warps per SM from which the FMA pipe is as busy as the tile allows: step 10 at 512^3 runs
-# one block of 4 warps per SM at the 4x4 tile's full-SM rate (its 32 accumulators per thread
-# give each warp enough independent FMAs).
-SATURATING_WARPS = 4
+# Occupancy: how busy a tile keeps the FMA pipe with w warps resident per SM, relative to
+# step 10's 2048^3 config (5 blocks of 4 warps: REFERENCE_WARPS) and never above it:
+# (w / (w + h)) / (20 / (20 + h)), h = OCCUPANCY_HALF_WARPS. Fitted (H100, 2026-11-23) to
+# 300 measured step-11 configs on 17 shapes: the same 64x64 8x4 tile at 128x4096x4096 ran
+# 37.2 TFLOPS with 2 blocks of 4 warps per SM (split 2) and 40.0 with 4 (split 4), although
+# split 4 moves twice the partials; the model this replaces counted one block of 4 warps as a
+# full SM and picked split 1 there (predicted 45.6, the measured neighbours 37-40).
+REFERENCE_WARPS = 20
+OCCUPANCY_HALF_WARPS = 1.5
 BLOCK_OVERHEAD_SLICES = 3  # pipeline fill + write-back of one block, in block_k slices of work
 
 # Misaligned rows, padding inlined: the matmul's rate at a narrowed vector, as a fraction of
@@ -70,13 +75,15 @@ NARROW_VECTOR_RATE = {1: 0.68, 2: 0.85}
 STAGE_LAUNCH_S = REDUCE_LAUNCH_S
 
 # Per micro-tile (thread_m, thread_n): registers per thread (ptxas, step 10's builds) and
-# the fraction of FMA peak a full SM reaches (calibrated so the model reproduces step 10's
-# measured 512^3 / 1024^3 / 2048^3 winners; 8x8 from the step-10 docstring's attempts).
+# the fraction of FMA peak a full SM reaches at REFERENCE_WARPS (calibrated, with the
+# occupancy curve, so the model gives step 10's measured 512^3 / 1024^3 / 2048^3 winners
+# 24.6 / 40.2 / 45.6 TFLOPS against the measured 24.6 / 41.1 / 45.2; 8x8 from the step-10
+# docstring's attempts).
 REGISTERS = {(2, 4): 48, (4, 2): 48, (4, 4): 64, (8, 4): 96, (4, 8): 96, (8, 8): 168}
-# 4x4: 512^3 (24.6 TFLOPS), 8x4: 1024^3 / 2048^3 (41.1 / 45.2; the model gives 0.72 / 0.76),
+# 4x4: 512^3 (24.6 TFLOPS, one block of 4 warps per SM), 8x4: 1024^3 / 2048^3 (41.1 / 45.2),
 # 8x8: 37-40 TFLOPS at 2048^3; 2x4 / 4x2 (8-wide tiles for M or N of a few): half of 4x4's
 # FMAs per fragment load, a guess.
-EFFICIENCY = {(2, 4): 0.3, (4, 2): 0.3, (4, 4): 0.48, (8, 4): 0.75, (4, 8): 0.70, (8, 8): 0.64}
+EFFICIENCY = {(2, 4): 0.3, (4, 2): 0.3, (4, 4): 0.6, (8, 4): 0.78, (4, 8): 0.70, (8, 8): 0.64}
 NARROW_TILE_FACTOR = 0.9  # a 16- or 8-wide block re-reads the other operand from L2 more often
 BLOCK_K16_FACTOR = 0.92  # twice the barriers and copy issues per FMA of block_k 32
 
@@ -98,7 +105,7 @@ TILES = (
     (64, 8, 4, 2, 8, 2, 0),
 )
 BLOCK_KS = (32, 16, 64)  # 64 is the only block_k whose A slice splits over 8-row tiles' threads
-SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to config.MAX_SPLIT_K
 MIN_CHUNK_SLICES = 4  # a chunk shorter than this many block_k slices is mostly overhead
 
 
@@ -114,6 +121,12 @@ def resident_blocks(cfg: SplitKConfig) -> int:
     by_shared = SHARED_PER_SM // (cfg.shared_bytes + RESERVED_SHARED_PER_BLOCK)
     by_threads = MAX_THREADS_PER_SM // cfg.threads
     return max(1, min(by_regs, by_shared, by_threads, MAX_BLOCKS_PER_SM))
+
+
+def occupancy(warps_per_sm: int) -> float:
+    """How busy w resident warps per SM keep the FMA pipe, relative to REFERENCE_WARPS."""
+    h = OCCUPANCY_HALF_WARPS
+    return min(1.0, (warps_per_sm / (warps_per_sm + h)) / (REFERENCE_WARPS / (REFERENCE_WARPS + h)))
 
 
 def efficiency(cfg: SplitKConfig) -> float:
@@ -153,8 +166,8 @@ def compute_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = S
     sm_rate = FMA_PER_SM_S * efficiency(cfg)
 
     def round_seconds(per_sm: int) -> float:
-        # per_sm blocks share one SM; fewer warps than saturate it run the pipe part-busy.
-        return per_sm * block_fmas / (sm_rate * min(1.0, per_sm * warps / SATURATING_WARPS))
+        # per_sm blocks share one SM; fewer warps than the reference run the pipe part-busy.
+        return per_sm * block_fmas / (sm_rate * occupancy(per_sm * warps))
 
     full_rounds, rest = divmod(blocks, sm_count * resident)
     seconds = full_rounds * round_seconds(resident)

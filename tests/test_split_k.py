@@ -164,12 +164,14 @@ def test_rule_uses_the_sm_count():
 
 def test_rule_accounts_for_padding_waste():
     # N = 68: a 64-wide tile pads N to 128, nearly half of it waste; the model charges the padded
-    # work (8192 x 64 is 128 tiles, under one wave; 8192 x 68 is 256). (An N that breaks float4
-    # alignment, such as 65, costs the narrowed vector on top: the staged-padding tests.)
+    # work. M is one full round of resident blocks at N = 64 (132 SMs x 5 blocks of 64 rows), so
+    # N = 68 is exactly two rounds at the same occupancy: twice the time. (An N that breaks
+    # float4 alignment, such as 65, costs the narrowed vector on top: the staged-padding tests.)
     cfg = split(1)
-    padded = shape_rule.compute_seconds(cfg, 8192, 128, 4096)
-    assert shape_rule.compute_seconds(cfg, 8192, 68, 4096) == padded
-    assert padded > 1.9 * shape_rule.compute_seconds(cfg, 8192, 64, 4096)
+    M = shape_rule.SM_COUNT * shape_rule.resident_blocks(cfg) * cfg.block_m
+    padded = shape_rule.compute_seconds(cfg, M, 128, 4096)
+    assert shape_rule.compute_seconds(cfg, M, 68, 4096) == padded
+    assert padded > 1.9 * shape_rule.compute_seconds(cfg, M, 64, 4096)
 
 
 def test_step_11_default_prefers_an_exact_tuned_entry(tmp_path, monkeypatch):
@@ -215,7 +217,7 @@ def test_sweep_dry_run_by_shape(capsys):
     assert sweep.main(["--step", "11", "--shapes", "256x256x16384", "--shape", "7", "9", "11",
                        "--candidates", "6", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "7x9x11:" in out and "256x256x16384: 6 candidates" in out and "split_k=8" in out
+    assert "7x9x11:" in out and "256x256x16384: 6 candidates" in out and "split_k=16" in out
 
 
 @pytest.mark.parametrize("argv,words", [
