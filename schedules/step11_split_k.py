@@ -65,6 +65,25 @@ In the shape benchmark of the same session (``python -m steps.bench --save``): t
 997x1009x1013 0.79x (padding to whole tiles adds 9% and 6% of work, then the copies), 2047^3
 0.82x (2048^3's own 0.90x, then the copies: 41.2 against 2048^3's 45.0).
 
+Occupancy in the rule (2026-11-23). The model counted one block of 4 warps per SM as a full
+SM, so it kept splits shallow: at 128x4096x4096 it predicted 45.6 TFLOPS for split 1 (128
+blocks), where measured neighbours ran 37-40, and the same 64x64 tile ran 37.2 with split 2 and
+40.0 with split 4 (2 and 4 blocks per SM) despite twice the partials. The rule now scales an
+SM's rate by (w / (w + 1.5)) / (20 / 21.5) for w resident warps (20: step 10's 2048^3 config),
+refitted with the micro-tile efficiencies to ~300 measured configs on 17 shapes (median error
+of the model 0.126 -> 0.102 in log TFLOPS; its favourite among the measured configs of a shape
+0.950 -> 0.970 of the best, geometric mean), and it may split K up to 64. Prediction: deeper
+splits on K-heavy and skinny shapes, up to 1.2-1.4x at 64x64x65536 (the model: 23.5 TFLOPS
+for 32x64 tiles x split 64, against 17.0), a few percent elsewhere, the squares unchanged.
+Measured (H100, 2026-11-23; a re-sweep of all 43 shapes, 18 candidates each, then the shape
+benchmark): 18 table entries changed, 512^3-4096^3 kept theirs. 64x64x65536 17.0 -> 21.8 (split
+64, 1.12x cuBLAS), 384x384x12288 33.1 -> 38.0 (split 32, 1.03x), 128x128x32768 29.9 -> 32.9,
+8192x1x1024 1.10 -> 1.25, 8192x32x2048 +10%, 512x512x8192 38.4 -> 39.5 (split 8, 0.87x); one
+entry measured slower in the benchmark than in the sweep that chose it (64x1024x8192, 34.2 ->
+32.8, 0.98x cuBLAS: one sample's winner). Geometric mean 1.02x -> 1.04x; 12 shapes below 0.9x
+(14 before; docs/any-shape.md lists them). The rule's own pick reached a median 98% of the best
+candidate, >= 90% on 37 of 43 shapes (32 before); the worst, 60%, at 1x8192x1024, host-bound.
+
 Run: python -m steps.step11 --shape 256 256 16384 --shape 2048 64 2048
 """
 
