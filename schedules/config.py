@@ -282,14 +282,40 @@ class SplitKConfig(TunedConfig):
     `stage_pads` 1: where N or K breaks `vector` alignment, the misaligned operands are copied
     by kernels of their own into padded, aligned buffers, so the matmul keeps its full vector
     width (schedules/padding.py, ``stage_padding``); 0: the padding is inlined (the vector
-    narrows). Aligned shapes: no effect."""
+    narrows). Aligned shapes: no effect.
+    `k_threads` > 1 (matrix-vector shapes, N = 1): each row of C is one dot product whose K is
+    split over `k_threads` threads of a block with rfactor and summed by a cross-thread
+    reduction (warp shuffles): one kernel, no partial buffer (``split_k_over_threads``). A block
+    holds `block_m` rows x `k_threads` threads (a warp is 32 threads of one row: warp_m 1), and
+    one pass of them covers `block_k` = k_threads x vector of K; the micro-tile is 1 x 1 and
+    block_n 1. Only where no padding is needed (block_m | M, block_k | K)."""
 
     split_k: int = 1
     stage_pads: int = 0
+    k_threads: int = 1
+
+    @property
+    def threads_n(self) -> int:
+        # Matrix-vector mode: a block's threads are block_m rows x k_threads along K.
+        return self.k_threads if self.k_threads > 1 else super().threads_n
+
+    @property
+    def shared_bytes(self) -> int:
+        if self.k_threads > 1:  # no shared tiles; the reduction across warps uses a buffer
+            return self.block_m * self.k_threads * FLOAT_BYTES if self.k_threads > WARP_SIZE else 0
+        return super().shared_bytes
 
     def validate(self, M: int, N: int, K: int) -> None:
         if self.stage_pads not in (0, 1) or isinstance(self.stage_pads, bool):
             raise ConfigError(f"stage_pads must be 0 or 1, got {self.stage_pads!r}")
+        if not isinstance(self.k_threads, int) or isinstance(self.k_threads, bool) or self.k_threads < 1:
+            raise ConfigError(f"k_threads must be a positive integer, got {self.k_threads!r}")
+        if self.k_threads > 1:
+            # No shared tiles, copies or warp grid to check: the fields' types and the thread
+            # limit (GridConfig), then the matrix-vector rules.
+            GridConfig.validate(self, M, N, K)
+            self._validate_matrix_vector(M, N, K)
+            return
         super().validate(M, N, K)
         if not 1 <= self.split_k <= MAX_SPLIT_K:
             raise ConfigError(f"split_k must be 1-{MAX_SPLIT_K}, got {self.split_k!r}")
@@ -309,6 +335,26 @@ class SplitKConfig(TunedConfig):
                     f"stage_pads: the padded copy of {name} would have {rows}x{cols} = {rows * cols} "
                     f"elements, not below 2^31 (TVM indexes buffers with int32); use stage_pads 0"
                 )
+
+    def _validate_matrix_vector(self, M: int, N: int, K: int) -> None:
+        """The rules of ``k_threads`` > 1, each a one-line ConfigError."""
+        if self.k_threads % WARP_SIZE or self.k_threads & (self.k_threads - 1):
+            raise ConfigError(f"k_threads must be 1 or a power of two from {WARP_SIZE}, got {self.k_threads}")
+        if N != 1:
+            raise ConfigError(f"k_threads > 1 is for matrix-vector shapes (N = 1), got N={N}")
+        if self.vector not in (1, 2, 4):
+            raise ConfigError(f"vector must be 1, 2 or 4 floats (at most 16 bytes), got {self.vector}")
+        fixed = {"block_n": 1, "thread_m": 1, "thread_n": 1, "warp_m": 1, "split_k": 1, "stage_pads": 0,
+                 "stages": 2, "pad_a": 0, "transpose_a": 0, "raster": 1, "unroll_k": 1}
+        for name, value in fixed.items():
+            if getattr(self, name) != value:
+                raise ConfigError(f"k_threads > 1 needs {name} {value}, got {getattr(self, name)}")
+        if self.block_k != self.k_threads * self.vector:
+            raise ConfigError(f"k_threads > 1 needs block_k = k_threads x vector = "
+                              f"{self.k_threads * self.vector}, got {self.block_k}")
+        if M % self.block_m or K % self.block_k:
+            raise ConfigError(f"k_threads > 1 needs block_m | M and block_k | K (no padding), "
+                              f"got {M}x{N}x{K} with block_m {self.block_m}, block_k {self.block_k}")
 
     def chunk_k(self, K: int) -> int:
         """The length of one K chunk: K / split_k rounded up to whole block_k slices."""

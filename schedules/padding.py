@@ -107,6 +107,10 @@ def effective_config(cfg, M: int, N: int, K: int):
     names = {f.name for f in dataclasses.fields(cfg)}
     if "vector" not in names or staged_operands(cfg, M, N, K):
         return cfg
+    # Step 11's matrix-vector mode reads A's rows and B's K x 1 column along K only, and its
+    # config requires block_k = k_threads x vector to divide K: N = 1 narrows nothing.
+    if getattr(cfg, "k_threads", 1) > 1:
+        return cfg
     width = global_vector(cfg.vector, N, K)
     return cfg if width == cfg.vector else dataclasses.replace(cfg, vector=width)
 

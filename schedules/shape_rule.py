@@ -104,6 +104,15 @@ TILES = (
     (8, 64, 2, 4, 2, 2, 0),
     (64, 8, 4, 2, 8, 2, 0),
 )
+# Matrix-vector mode (N = 1, ``k_threads`` > 1: K split over a block's threads, one kernel):
+# (rows per block, threads per row). Measured on an H100 (2026-11-23, a probe of 36 of them):
+# 2 x 128 best at 4096x1x4096 (1.35 TFLOPS, 2.7 TB/s), 8 x 32 at 8192x1x1024 (2.40).
+MATRIX_VECTOR_BLOCKS = ((2, 128), (4, 64), (8, 32), (4, 128), (1, 128), (2, 64), (4, 32))
+# Its compute, for the tie-break among configs at the memory floor: the unpadded FMAs at this
+# fraction of peak (the kernel is bound by reading A once; what matters is that the tiled
+# configs' padded N = 1 -> 8 FMAs count more).
+MATRIX_VECTOR_EFFICIENCY = 0.25
+MATRIX_VECTOR_PASSES = 8
 BLOCK_KS = (32, 16, 64)  # 64 is the only block_k whose A slice splits over 8-row tiles' threads
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to config.MAX_SPLIT_K
 MIN_CHUNK_SLICES = 4  # a chunk shorter than this many block_k slices is mostly overhead
@@ -156,7 +165,10 @@ def staging_seconds(cfg: SplitKConfig, M: int, N: int, K: int) -> float:
 
 def compute_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT) -> float:
     """The model's time for the padded FMAs in waves over the SMs (slower at a vector narrowed
-    by misaligned rows), plus split-K's reduction and staged padding's copies."""
+    by misaligned rows), plus split-K's reduction and staged padding's copies. Matrix-vector
+    mode: its M x K FMAs at MATRIX_VECTOR_EFFICIENCY (it sits at the memory floor)."""
+    if cfg.k_threads > 1:
+        return M * K / (sm_count * FMA_PER_SM_S * MATRIX_VECTOR_EFFICIENCY)
     m_pad, n_pad = _round_up(M, cfg.block_m), _round_up(N, cfg.block_n)
     chunk = cfg.chunk_k(K)
     blocks = (m_pad // cfg.block_m) * (n_pad // cfg.block_n) * cfg.split_k
@@ -204,7 +216,7 @@ def candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig
     if arch not in MAX_SHARED_BYTES:
         raise ConfigError(f"unknown arch {arch!r}; valid: {', '.join(MAX_SHARED_BYTES)}")
     stagings = (0, 1) if misaligned(M, N, K) else (0,)
-    out = []
+    out = matrix_vector_candidates(M, N, K, arch)
     for bm, bn, tm, tn, warp_m, stages, pad_a in TILES:
         for bk in BLOCK_KS:
             slices = -(-K // bk)
@@ -221,6 +233,32 @@ def candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig
                         cfg = dataclasses.replace(cfg, stages=cfg.stages - 1)
                     if _fits(cfg, M, N, K, arch):
                         out.append(cfg)
+    return out
+
+
+def matrix_vector_candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig]:
+    """Where N = 1: the matrix-vector configs (``k_threads`` > 1) whose block divides the shape
+    (no padding in that mode), each at the widest vector that divides K; else none."""
+    if N != 1:
+        return []
+    out = []
+    for rows, k_threads in MATRIX_VECTOR_BLOCKS:
+        vector = next((v for v in (4, 2, 1) if K % (k_threads * v) == 0), None)
+        if vector is None or M % rows:
+            continue
+        cfg = SplitKConfig(block_m=rows, block_n=1, thread_m=1, thread_n=1, block_k=k_threads * vector,
+                           vector=vector, stages=2, pad_a=0, transpose_a=0, warp_m=1, raster=1,
+                           unroll_k=1, split_k=1, stage_pads=0, k_threads=k_threads)
+        if _fits(cfg, M, N, K, arch):
+            out.append(cfg)
+    # They tie in the model (all at the memory floor, the same FMAs), so their order decides:
+    # the widest k_threads that still gives each thread MATRIX_VECTOR_PASSES passes over K (that
+    # many loads in flight per thread, unrolled), then the rest by passes. The probe's winners
+    # follow it: 2 x 128 at K = 4096 (8 passes), 8 x 32 at K = 1024 (8 passes).
+    def passes(cfg):
+        return K // cfg.block_k
+    out.sort(key=lambda c: (passes(c) < MATRIX_VECTOR_PASSES, -c.k_threads if passes(c) >= MATRIX_VECTOR_PASSES
+                            else -passes(c)))
     return out
 
 
@@ -285,6 +323,9 @@ def describe(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT
     """One line: the grid the config launches and the model's prediction."""
     tiles = math.ceil(M / cfg.block_m) * math.ceil(N / cfg.block_n)
     seconds = predicted_seconds(cfg, M, N, K, sm_count)
+    if cfg.k_threads > 1:
+        return (f"{tiles} blocks of {cfg.block_m} rows x {cfg.k_threads} threads along K, one kernel; "
+                f"predicted {2 * M * N * K / seconds / 1e12:.1f} TFLOPS")
     staged = staged_operands(cfg, M, N, K)
     return (f"{tiles} tiles x split {cfg.split_k} = {tiles * cfg.split_k} blocks "
             f"({resident_blocks(cfg)} per SM, {sm_count} SMs)"

@@ -95,7 +95,7 @@ from pathlib import Path
 from . import shape_rule
 from . import step10_tuned as prior
 from .config import SplitKConfig
-from .transforms import reduce_partials, split_k_rfactor
+from .transforms import reduce_partials, split_k_over_threads, split_k_rfactor
 
 NUMBER = 11
 NAME = "split-K"
@@ -136,6 +136,8 @@ def sweep_candidates(M: int, N: int, K: int, arch: str, sm_count: int, size: int
 
 
 def apply(sch, cfg: SplitKConfig, block):
+    if cfg.k_threads > 1:  # matrix-vector: K split over a block's threads, one kernel
+        return split_k_over_threads(sch, block, cfg.block_m, cfg.k_threads, cfg.vector)
     if cfg.split_k == 1:
         return prior.apply(sch, cfg, block)
     partials, total = split_k_rfactor(sch, block, cfg.split_k)

@@ -348,3 +348,51 @@ def reduce_partials(sch: s_tir.Schedule, block: s_tir.SBlockRV, threads: int = 1
     sch.reverse_compute_at(total, thread)
     sch.decompose_reduction(block, k_split)
     sch.unroll(k_split)
+
+
+def split_k_over_threads(sch: s_tir.Schedule, block: s_tir.SBlockRV, rows: int, k_threads: int,
+                         vector: int) -> Tiles:
+    """Matrix-vector (N = 1): split each row's K over `k_threads` threads of a block instead of
+    over blocks, and sum the partials with a cross-thread reduction. One kernel.
+
+    ``rfactor`` on the thread loop makes each thread's partial sum a block of its own
+    (``C_rf``, in a register: its K is every `k_threads`-th run of `vector` elements), and the
+    original block the sum over the threads, bound to threadIdx.x: TVM lowers a reduction whose
+    loop is bound to threads to warp shuffles (and shared memory across warps). A block holds
+    `rows` rows (threadIdx.y); a warp's float4 loads of A cover 512 contiguous bytes of a row,
+    and B, a K x 1 column, loads the same way. The loop over K is unrolled up to 8 passes, so
+    that many loads per thread are in flight.
+    """
+    i, j, k = sch.get_loops(block)
+    block_i, thread_i = sch.split(i, [None, rows])
+    k_loops = sch.split(k, [None, k_threads, vector] if vector > 1 else [None, k_threads])
+    passes = int(sch.get(k_loops[0]).extent)  # of the block's threads over K
+    thread_k = k_loops[1]
+    sch.reorder(block_i, thread_i, j, thread_k, k_loops[0], *k_loops[2:])
+    partials = sch.rfactor(thread_k, factor_axis=0)
+    block_i, thread_i, j, thread_k = sch.get_loops(block)
+    sch.bind(block_i, "blockIdx.x")
+    sch.bind(thread_i, "threadIdx.y")
+    sch.bind(thread_k, "threadIdx.x")
+    sch.compute_at(partials, thread_k)
+    sch.set_scope(partials, 0, "local")
+    # The partials' own loops under the thread: the passes, then the vector (TVM drops either
+    # where its extent is 1).
+    own = sch.get_loops(partials)[len(sch.get_loops(block)):]
+    k_outer = own[0] if passes > 1 else thread_k
+    k_vector = own[-1] if vector > 1 else None
+    for operand in (0, 1):  # A's row and B's column, `vector` floats of K per load
+        fragment = sch.cache_read(partials, operand, "local")
+        sch.compute_at(fragment, k_outer)
+        if vector > 1:
+            sch.vectorize(sch.get_loops(fragment)[-1])
+    if k_vector is not None:
+        sch.unroll(k_vector)
+    if own:
+        sch.decompose_reduction(partials, own[0])
+    unroll = next(u for u in (8, 4, 2, 1) if passes % u == 0)
+    if unroll > 1:
+        _, k_unrolled = sch.split(k_outer, [None, unroll])
+        sch.unroll(k_unrolled)
+    return Tiles(block, block_i, block_i, thread_i, thread_k, k_outer=k_outer)
+

@@ -586,9 +586,10 @@ def _tuned_file_defaults(path=step10_tuned.TUNED_PATH, config_class=TunedConfig)
     for entry in data["configs"]:
         if entry["M"] == entry["N"] == entry["K"]:
             # A field added after the sweep wrote the file loads at its default: step 11's
-            # stage_pads (entries written before it are staged-padding 0). No other may be missing.
+            # stage_pads (entries written before it are staged-padding 0) and k_threads (before
+            # it every entry was a tiled config, k_threads 1). No other may be missing.
             assert set(entry["config"]) <= set(order), entry
-            assert set(order) - set(entry["config"]) <= {"stage_pads"}, entry
+            assert set(order) - set(entry["config"]) <= {"stage_pads", "k_threads"}, entry
             config = {**defaults, **entry["config"]}
             table[entry["M"]] = tuple(config[name] for name in order)
     return table

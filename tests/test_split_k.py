@@ -288,3 +288,78 @@ def test_table_from_a_sweep_log(tmp_path, monkeypatch, capsys):
     log.write_text("not json\n")
     assert sweep.main(["--step", "11", "--from-log", str(log)]) == 2
     one_line_error(capsys.readouterr().err, "steps.sweep", "not a sweep log line")
+
+
+# --- matrix-vector mode: K split over a block's threads (k_threads > 1) -----------------------
+
+def matrix_vector(rows=2, k_threads=128, vector=4, **fields):
+    return SplitKConfig(**{**dict(block_m=rows, block_n=1, thread_m=1, thread_n=1, block_k=k_threads * vector,
+                                  vector=vector, stages=2, pad_a=0, transpose_a=0, warp_m=1, raster=1,
+                                  unroll_k=1, split_k=1, stage_pads=0, k_threads=k_threads), **fields})
+
+
+@pytest.mark.parametrize("shape, cfg", [
+    ((4096, 1, 4096), matrix_vector()),
+    ((8192, 1, 1024), matrix_vector(8, 32)),
+    ((6, 1, 96), matrix_vector(2, 32, 1)),      # scalar loads, 1 pass over K
+    ((10, 1, 192), matrix_vector(2, 32, 2)),    # float2 loads, 3 passes
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else "")
+def test_matrix_vector_mode_is_one_kernel_with_a_warp_reduction(shape, cfg):
+    cfg.validate(*shape)
+    src = cuda(shape, cfg)
+    assert src.count("__global__") == 2  # one kernel: its declaration and its definition
+    assert "__shfl_down_sync" in src  # the cross-thread reduction over a row's threads
+    assert "reduce_partials" not in src and "C_rf_local" in src  # partials in registers, not global
+    if cfg.vector == 4:
+        assert "float4" in src
+    if cfg.k_threads > 32:
+        assert "red_buf0" in src and "__shared__" in src  # across warps through shared memory
+
+
+@pytest.mark.parametrize("fields, shape, message", [
+    (dict(), (4096, 2, 4096), "N = 1"),
+    (dict(block_k=256), (4096, 1, 4096), "block_k = k_threads x vector"),
+    (dict(split_k=2), (4096, 1, 4096), "split_k 1"),
+    (dict(warp_m=2), (4096, 1, 4096), "warp_m 1"),
+    (dict(stages=3), (4096, 1, 4096), "stages 2"),
+    (dict(k_threads=48, block_k=192), (4096, 1, 4096), "power of two"),
+    (dict(), (4095, 1, 4096), "no padding"),
+    (dict(), (4096, 1, 4000), "no padding"),
+    (dict(rows=16, k_threads=128), (4096, 1, 4096), "1024"),
+])
+def test_matrix_vector_mode_rejects_what_it_cannot_build(fields, shape, message):
+    fields = dict(fields)
+    cfg = matrix_vector(fields.pop("rows", 2), fields.pop("k_threads", 128), **fields)
+    config_error(lambda: cfg.validate(*shape), message)
+
+
+def test_rule_takes_matrix_vector_mode_where_it_divides():
+    for shape, (rows, k_threads) in [((4096, 1, 4096), (2, 128)), ((8192, 1, 1024), (8, 32)),
+                                     ((130, 1, 2048), (2, 64))]:
+        cfg = shape_rule.rule_config(*shape)
+        assert (cfg.block_m, cfg.k_threads) == (rows, k_threads), (shape, cfg)
+        assert "one kernel" in shape_rule.describe(cfg, *shape)
+    # Not where a block would need padding (K not whole passes, M not whole blocks), nor N > 1.
+    for shape in [(9, 1, 20), (4096, 1, 4095), (1, 4096, 4096), (4096, 2, 4096)]:
+        assert shape_rule.rule_config(*shape).k_threads == 1, shape
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+def test_matrix_vector_mode_has_no_spills_or_stack():
+    for shape in [(4096, 1, 4096), (8192, 1, 1024)]:
+        report = nvcc.compile_report(cuda(shape, shape_rule.rule_config(*shape)))
+        assert report.ok, report.log[-500:]
+        assert report.spills == 0 and report.stack_bytes == 0, report.log[-800:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 1, 4096), (8192, 1, 1024), (130, 1, 2048), (3, 1, 256)])
+def test_matrix_vector_mode_is_correct_on_the_gpu(shape):
+    if not harness.gpu_present():
+        pytest.skip("no CUDA GPU")
+    cfg = shape_rule.rule_config(*shape)
+    assert cfg.k_threads > 1
+    with harness.KernelRunner(repeat=3, seed=20261123) as runner:
+        m = runner.measure(11, *shape, harness.gpu_arch(), config=cfg)
+    assert m.ok, m.error
+    assert m.rel_err is not None and m.rel_err <= harness.TOLERANCE, f"relative error {m.rel_err}"
