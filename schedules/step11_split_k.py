@@ -84,6 +84,22 @@ entry measured slower in the benchmark than in the sweep that chose it (64x1024x
 (14 before; docs/any-shape.md lists them). The rule's own pick reached a median 98% of the best
 candidate, >= 90% on 37 of 43 shapes (32 before); the worst, 60%, at 1x8192x1024, host-bound.
 
+Matrix-vector mode (``k_threads`` > 1, 2026-11-23). At N = 1 the tiled path pads N to an
+8-wide tile, splits K over blocks and sums the partials in a second kernel (or stages B):
+0.72-0.83x cuBLAS at 8192x1x1024 and 4096x1x4096. Here instead each row's K is split over the
+threads of one block: ``rfactor`` on the thread loop gives each thread a partial sum in a
+register, and the sum over the threads, bound to threadIdx.x, is lowered by TVM to warp
+shuffles (schedules/transforms.py, ``split_k_over_threads``); float4 loads, 8 passes unrolled.
+One kernel, no partial buffer, no padding (the rule takes it only where the block divides the
+shape). Prediction, from a probe of 36 such schedules (H100, same day, kernel time): 1.35 TFLOPS
+at 4096x1x4096 (2 rows x 128 threads) and 2.40 at 8192x1x1024 (8 x 32), against the tiled
+path's 1.05 and 1.23. Measured in the shape benchmark after a sweep of the two shapes: 1.35
+(1.14x cuBLAS) and 2.38 (1.33x; its A stays in L2 between back-to-back calls). The mirrored
+1 x N x K (threads along n, K over threadIdx.y, reduced through shared memory) was probed too
+and lost to the tiled path (1.16 against 1.20 TFLOPS at 1x4096x4096), so it is not built.
+The same benchmark run read 256x256x16384 at 32.7 TFLOPS (0.82x), 37.6 in the run before with
+the same config: run-to-run variance this project has not explained.
+
 Run: python -m steps.step11 --shape 256 256 16384 --shape 2048 64 2048
 """
 
