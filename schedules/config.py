@@ -41,6 +41,11 @@ def check_sizes(M: int, N: int, K: int) -> None:
             )
 
 
+def _check_vector(vector: int) -> None:
+    if vector not in (1, 2, 4):
+        raise ConfigError(f"vector must be 1, 2 or 4 floats (at most 16 bytes), got {vector}")
+
+
 def _divides(what: str, tile: int, size_name: str, size: int) -> None:
     if size % tile:
         raise ConfigError(f"{what} {tile} must divide {size_name}={size}")
@@ -173,8 +178,7 @@ class CooperativeFetchConfig(SharedTileConfig):
 
     def validate(self, M: int, N: int, K: int) -> None:
         super().validate(M, N, K)
-        if self.vector not in (1, 2, 4):
-            raise ConfigError(f"vector must be 1, 2 or 4 floats (at most 16 bytes), got {self.vector}")
+        _check_vector(self.vector)
         # Each copied row must be whole vectors, and every thread must copy the same number.
         _divides("vector", self.vector, "block_k", self.block_k)
         _divides("vector", self.vector, "block_n", self.block_n)
@@ -294,6 +298,17 @@ class SplitKConfig(TunedConfig):
     stage_pads: int = 0
     k_threads: int = 1
 
+    # The fields matrix-vector mode does not use, at the one value each it accepts.
+    MATRIX_VECTOR_FIXED = {"block_n": 1, "thread_m": 1, "thread_n": 1, "warp_m": 1, "split_k": 1,
+                           "stage_pads": 0, "stages": 2, "pad_a": 0, "transpose_a": 0, "raster": 1,
+                           "unroll_k": 1}
+
+    @classmethod
+    def matrix_vector(cls, rows: int, k_threads: int, vector: int = 4) -> "SplitKConfig":
+        """A ``k_threads`` > 1 config: `rows` rows per block, K over `k_threads` threads."""
+        return cls(block_m=rows, block_k=k_threads * vector, vector=vector, k_threads=k_threads,
+                   **cls.MATRIX_VECTOR_FIXED)
+
     @property
     def threads_n(self) -> int:
         # Matrix-vector mode: a block's threads are block_m rows x k_threads along K.
@@ -342,11 +357,8 @@ class SplitKConfig(TunedConfig):
             raise ConfigError(f"k_threads must be 1 or a power of two from {WARP_SIZE}, got {self.k_threads}")
         if N != 1:
             raise ConfigError(f"k_threads > 1 is for matrix-vector shapes (N = 1), got N={N}")
-        if self.vector not in (1, 2, 4):
-            raise ConfigError(f"vector must be 1, 2 or 4 floats (at most 16 bytes), got {self.vector}")
-        fixed = {"block_n": 1, "thread_m": 1, "thread_n": 1, "warp_m": 1, "split_k": 1, "stage_pads": 0,
-                 "stages": 2, "pad_a": 0, "transpose_a": 0, "raster": 1, "unroll_k": 1}
-        for name, value in fixed.items():
+        _check_vector(self.vector)
+        for name, value in self.MATRIX_VECTOR_FIXED.items():
             if getattr(self, name) != value:
                 raise ConfigError(f"k_threads > 1 needs {name} {value}, got {getattr(self, name)}")
         if self.block_k != self.k_threads * self.vector:
@@ -444,8 +456,7 @@ class TensorCoreConfig(GridConfig):
         if self.threads > MAX_THREADS_PER_BLOCK:
             raise ConfigError(f"{self.warps} warps ({self.threads} threads) per block exceeds the limit of "
                               f"{MAX_THREADS_PER_BLOCK} threads")
-        if self.vector not in (1, 2, 4):
-            raise ConfigError(f"vector must be 1, 2 or 4 floats (at most 16 bytes), got {self.vector}")
+        _check_vector(self.vector)
         per_round = self.threads * self.vector
         for name, elems in (("A", self.block_m * self.block_k), ("B", self.block_k * self.block_n),
                             ("C", self.block_m * self.block_n)):

@@ -246,20 +246,17 @@ def matrix_vector_candidates(M: int, N: int, K: int, arch: str = "sm_90") -> lis
         vector = next((v for v in (4, 2, 1) if K % (k_threads * v) == 0), None)
         if vector is None or M % rows:
             continue
-        cfg = SplitKConfig(block_m=rows, block_n=1, thread_m=1, thread_n=1, block_k=k_threads * vector,
-                           vector=vector, stages=2, pad_a=0, transpose_a=0, warp_m=1, raster=1,
-                           unroll_k=1, split_k=1, stage_pads=0, k_threads=k_threads)
+        cfg = SplitKConfig.matrix_vector(rows, k_threads, vector)
         if _fits(cfg, M, N, K, arch):
             out.append(cfg)
     # They tie in the model (all at the memory floor, the same FMAs), so their order decides:
     # the widest k_threads that still gives each thread MATRIX_VECTOR_PASSES passes over K (that
     # many loads in flight per thread, unrolled), then the rest by passes. The probe's winners
     # follow it: 2 x 128 at K = 4096 (8 passes), 8 x 32 at K = 1024 (8 passes).
-    def passes(cfg):
-        return K // cfg.block_k
-    out.sort(key=lambda c: (passes(c) < MATRIX_VECTOR_PASSES, -c.k_threads if passes(c) >= MATRIX_VECTOR_PASSES
-                            else -passes(c)))
-    return out
+    def preference(cfg):
+        passes = K // cfg.block_k
+        return (0, -cfg.k_threads) if passes >= MATRIX_VECTOR_PASSES else (1, -passes)
+    return sorted(out, key=preference)
 
 
 def ranked(M: int, N: int, K: int, sm_count: int = SM_COUNT, arch: str = "sm_90") -> list[SplitKConfig]:

@@ -395,4 +395,3 @@ def split_k_over_threads(sch: s_tir.Schedule, block: s_tir.SBlockRV, rows: int, 
         _, k_unrolled = sch.split(k_outer, [None, unroll])
         sch.unroll(k_unrolled)
     return Tiles(block, block_i, block_i, thread_i, thread_k, k_outer=k_outer)
-

@@ -293,9 +293,7 @@ def test_table_from_a_sweep_log(tmp_path, monkeypatch, capsys):
 # --- matrix-vector mode: K split over a block's threads (k_threads > 1) -----------------------
 
 def matrix_vector(rows=2, k_threads=128, vector=4, **fields):
-    return SplitKConfig(**{**dict(block_m=rows, block_n=1, thread_m=1, thread_n=1, block_k=k_threads * vector,
-                                  vector=vector, stages=2, pad_a=0, transpose_a=0, warp_m=1, raster=1,
-                                  unroll_k=1, split_k=1, stage_pads=0, k_threads=k_threads), **fields})
+    return dataclasses.replace(SplitKConfig.matrix_vector(rows, k_threads, vector), **fields)
 
 
 @pytest.mark.parametrize("shape, cfg", [
