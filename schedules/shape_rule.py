@@ -277,12 +277,30 @@ def rule_config(M: int, N: int, K: int, sm_count: int = SM_COUNT, arch: str = "s
     return best[0]
 
 
+def raster_variants(cfg: SplitKConfig, M: int, N: int, K: int) -> list[SplitKConfig]:
+    """`cfg` with each distinct block rasterization (step 9's ``raster``) its grid can take.
+
+    The model does not predict raster (it rates every launch order alike), but the sweep
+    measures it: on an H100 (2026-11-23, 5 alternating rounds) the split-K configs of
+    4096x128x4096 and 512x512x8192 ran 4% faster with raster 2 and 4 (0.878 -> 0.914x and
+    0.871 -> 0.910x cuBLAS), while 128x4096x4096, 256x256x16384 and 4096^3 lost 1-4% or did
+    not move. ``rasterize`` uses gcd(raster, column blocks), so only the distinct values of
+    that are returned (a grid one block wide has none). The matrix-vector mode has no grid of
+    tiles to reorder."""
+    if cfg.k_threads > 1:
+        return []
+    columns = -(-N // cfg.block_n)
+    rasters = sorted({math.gcd(r, columns) for r in (2, 4, 8)} - {1, cfg.raster})
+    return [dataclasses.replace(cfg, raster=r) for r in rasters]
+
+
 def neighbourhood(M: int, N: int, K: int, size: int = 20, sm_count: int = SM_COUNT,
                   arch: str = "sm_90", extra=()) -> list[SplitKConfig]:
-    """What a sweep measures at one shape: the rule's `size` best, each distinct, with `extra`
-    configs (e.g. step 10's own, as split_k 1) first, and the rule's pick's detail variants
-    (stages, warp_m, pad_a; where the shape is misaligned, stage_pads too) so the sweep can
-    correct the menu's fixed details and the model's guess at staging's worth."""
+    """What a sweep measures at one shape: `extra` configs first (e.g. step 10's own, as
+    split_k 1), then the rule's pick (always, so the table can say how far it is from the
+    best), its detail variants (raster, stages, warp_m, pad_a; where the shape is misaligned,
+    stage_pads too) so the sweep can correct what the model does not see, then the rule's
+    next best, each distinct, up to `size` in all."""
     out: list[SplitKConfig] = []
 
     def add(cfg):
@@ -294,6 +312,11 @@ def neighbourhood(M: int, N: int, K: int, size: int = 20, sm_count: int = SM_COU
     order = ranked(M, N, K, sm_count, arch)
     if order:
         best = order[0]
+        add(best)
+    must = len(out)  # the extras and the pick survive any `size`
+    if order:
+        for cfg in raster_variants(best, M, N, K):
+            add(cfg)
         for stages in (2, 3, 4):
             add(dataclasses.replace(best, stages=stages))
         for warp_m in (2, 4, 8):
@@ -313,7 +336,7 @@ def neighbourhood(M: int, N: int, K: int, size: int = 20, sm_count: int = SM_COU
         if len(out) >= size:
             break
         add(cfg)
-    return out[:max(size, len(extra))]
+    return out[:max(size, must)]
 
 
 def describe(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT) -> str:

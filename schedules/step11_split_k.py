@@ -100,6 +100,27 @@ and lost to the tiled path (1.16 against 1.20 TFLOPS at 1x4096x4096), so it is n
 The same benchmark run read 256x256x16384 at 32.7 TFLOPS (0.82x), 37.6 in the run before with
 the same config: run-to-run variance this project has not explained.
 
+Rasterization in the sweep (2026-11-23). Step 9's ``raster`` (blocks launched in column
+groups) was never varied by step 11's sweep: the rule sets raster 1 and cannot model launch
+order. Prediction: nothing for split 1 (the squares' tuned rasters were already swept by step
+10), a few percent where a split-K grid is tall and narrow. A probe of raster 2-16 on six
+shapes, then 5 alternating rounds of the same kernels (H100, kernel time): 4096x128x4096 38.7
+-> 40.3 TFLOPS (raster 2) and 512x512x8192 39.1 -> 40.8 (raster 4/8), +4%; 256x256x16384 and
+4096^3 unchanged within 1%; 128x4096x4096 and 2048^3 1-4% slower. At 4096x128x4096 the grid
+is 2 blocks wide, so raster 2 launches blocks in the same order as raster 1; what changes is a
+one-dimensional blockIdx.x (and its index arithmetic) instead of a 2 x 64 grid, with the same
+registers and SASS length (95 registers; 2464 against 2456 instructions): the gain is measured,
+not explained. (Also probed: ptxas ``--register-usage-level``, which TVM sets to 10; 0 and 5
+were no faster anywhere.) So the sweep now measures the committed entry's and the rule's pick's
+other rasters (``shape_rule.raster_variants``: the distinct gcd(raster, column blocks)), and the
+rule's pick always, whatever ``--candidates``. A sweep of the 43 shapes with only those
+(``--candidates 1``, 187 configs, 150 s) then the benchmark: 4096x128x4096 0.87x -> 0.92x,
+512x512x8192 0.87x -> 0.92x, 128x128x32768 32.3 -> 34.2 TFLOPS (raster 2), geometric mean 1.05x.
+That sweep once measured a committed config at half its speed (32x128 split 64 at
+128x128x32768: 16.4 TFLOPS, 33.1 in an alternating re-run), so it kept a slower config there;
+a re-sweep of that shape (20 candidates) fixed the entry. Such an outlier is not understood;
+the benchmark, not the sweep, is the number to quote.
+
 Run: python -m steps.step11 --shape 256 256 16384 --shape 2048 64 2048
 """
 
@@ -139,8 +160,9 @@ def sweep_candidates(M: int, N: int, K: int, arch: str, sm_count: int, size: int
     (as split_k 1, so a tuned entry is never slower than step 10 there), the committed entry
     for this shape if there is one (so a re-sweep re-measures it), and, where N or K is
     misaligned, each of those with the other ``stage_pads`` (the comparisons that isolate
-    staged padding); then the shape rule's neighbourhood (its best `size`, with the detail
-    variants of its pick)."""
+    staged padding), and the committed entry's other rasterizations; then the shape rule's
+    neighbourhood (its pick, the pick's detail variants, its next best: `size` in all, or
+    more where these fixed ones outnumber it)."""
     step10 = SplitKConfig(**prior.default_config(M, N, K).as_dict(), split_k=1)
     extra = [step10]
     committed = tuned_configs().get((M, N, K))
@@ -148,6 +170,8 @@ def sweep_candidates(M: int, N: int, K: int, arch: str, sm_count: int, size: int
         extra.append(committed)
     if shape_rule.misaligned(M, N, K, step10.vector):
         extra = [variant for cfg in extra for variant in (cfg, dataclasses.replace(cfg, stage_pads=1 - cfg.stage_pads))]
+    if committed is not None:  # the rule does not model raster: re-measure the winner's
+        extra += shape_rule.raster_variants(committed, M, N, K)
     return shape_rule.neighbourhood(M, N, K, size, sm_count, arch, extra=extra)
 
 

@@ -196,6 +196,31 @@ def test_sweep_candidates_include_step_10_and_stay_small():
 # --- the sweep's shape options -------------------------------------------------------------
 
 
+def test_raster_variants_are_the_distinct_launch_orders():
+    # 4096 x 128 in 64-wide tiles: 2 column blocks, so raster 2, 4 and 8 are one order (2).
+    assert [c.raster for c in shape_rule.raster_variants(split(4), 4096, 128, 4096)] == [2]
+    assert [c.raster for c in shape_rule.raster_variants(split(8), 512, 512, 8192)] == [2, 4, 8]
+    # The committed raster is not repeated; a one-block-wide grid has no other order.
+    assert [c.raster for c in shape_rule.raster_variants(split(8, raster=4), 512, 512, 8192)] == [2, 8]
+    assert shape_rule.raster_variants(split(4), 4096, 64, 4096) == []
+    assert shape_rule.raster_variants(SplitKConfig.matrix_vector(2, 128, 4), 4096, 1, 4096) == []
+    # Each variant builds, and its grid is one launch order (blockIdx.x walks the groups).
+    for cfg in shape_rule.raster_variants(split(4), 4096, 128, 4096):
+        partials = next(iter(kernels(cuda((4096, 128, 4096), cfg)).values()))
+        assert "blockIdx.y" not in partials and "blockIdx.z" in partials
+
+
+def test_sweep_measures_the_committed_entrys_rasters_and_the_rule_pick_at_any_size():
+    shape = (512, 512, 8192)
+    committed = step11_split_k.tuned_configs()[shape]
+    for size in (1, sweep.NEIGHBOURHOOD):
+        cfgs = step11_split_k.sweep_candidates(*shape, "sm_90", 132, size)
+        assert committed in cfgs and shape_rule.rule_config(*shape) in cfgs
+        assert all(c in cfgs for c in shape_rule.raster_variants(committed, *shape))
+        assert len(set(cfgs)) == len(cfgs)
+    assert len(step11_split_k.sweep_candidates(*shape, "sm_90", 132, 1)) < sweep.NEIGHBOURHOOD
+
+
 def test_parse_shape_list():
     assert sweep.parse_shape_list("256x256x16384, 2048X64x2048") == [(256, 256, 16384), (2048, 64, 2048)]
     for bad in ("256x256", "0x1x1", "axbxc"):
