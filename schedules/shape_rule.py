@@ -280,13 +280,10 @@ def rule_config(M: int, N: int, K: int, sm_count: int = SM_COUNT, arch: str = "s
 def raster_variants(cfg: SplitKConfig, M: int, N: int, K: int) -> list[SplitKConfig]:
     """`cfg` with each distinct block rasterization (step 9's ``raster``) its grid can take.
 
-    The model does not predict raster (it rates every launch order alike), but the sweep
-    measures it: on an H100 (2026-11-23, 5 alternating rounds) the split-K configs of
-    4096x128x4096 and 512x512x8192 ran 4% faster with raster 2 and 4 (0.878 -> 0.914x and
-    0.871 -> 0.910x cuBLAS), while 128x4096x4096, 256x256x16384 and 4096^3 lost 1-4% or did
-    not move. ``rasterize`` uses gcd(raster, column blocks), so only the distinct values of
-    that are returned (a grid one block wide has none). The matrix-vector mode has no grid of
-    tiles to reorder."""
+    The model does not predict raster (it rates every launch order alike); the sweep measures
+    these instead (what they gained, and where they lost: step 11's docstring). ``rasterize``
+    uses gcd(raster, column blocks), so only the distinct values of that are returned (a grid
+    one block wide has none). The matrix-vector mode has no grid of tiles to reorder."""
     if cfg.k_threads > 1:
         return []
     columns = -(-N // cfg.block_n)
