@@ -292,7 +292,14 @@ class SplitKConfig(TunedConfig):
     reduction (warp shuffles): one kernel, no partial buffer (``split_k_over_threads``). A block
     holds `block_m` rows x `k_threads` threads (a warp is 32 threads of one row: warp_m 1), and
     one pass of them covers `block_k` = k_threads x vector of K; the micro-tile is 1 x 1 and
-    block_n 1. Only where no padding is needed (block_m | M, block_k | K)."""
+    block_n 1. Only where no padding is needed (block_m | M, block_k | K).
+    `k_threads` > 1 with `block_n` > 1 (vector-matrix shapes, M = 1): the mirror. Each column
+    of C is a dot product with A's one row; a block holds block_n / vector threads along n
+    (threadIdx.x, `vector` columns each: a float4 of a row of B per load) x `k_threads` along K
+    (threadIdx.y, each a contiguous K / k_threads rows), and the sum over threadIdx.y is a
+    cross-thread reduction through shared memory (``vector_matrix_split_k``). `block_k` =
+    k_threads (one row per thread per pass), block_m 1, thread_n = vector. No padding either
+    (block_n | N, block_k | K)."""
 
     split_k: int = 1
     stage_pads: int = 0
@@ -303,20 +310,43 @@ class SplitKConfig(TunedConfig):
                            "stage_pads": 0, "stages": 2, "pad_a": 0, "transpose_a": 0, "raster": 1,
                            "unroll_k": 1}
 
+    # And those vector-matrix mode does not use (thread_n is the vector, block_k k_threads).
+    VECTOR_MATRIX_FIXED = {name: value for name, value in {**MATRIX_VECTOR_FIXED, "block_m": 1}.items()
+                           if name not in ("block_n", "thread_n")}
+
     @classmethod
     def matrix_vector(cls, rows: int, k_threads: int, vector: int = 4) -> "SplitKConfig":
-        """A ``k_threads`` > 1 config: `rows` rows per block, K over `k_threads` threads."""
+        """A ``k_threads`` > 1 config for N = 1: `rows` rows per block, K over `k_threads` threads."""
         return cls(block_m=rows, block_k=k_threads * vector, vector=vector, k_threads=k_threads,
                    **cls.MATRIX_VECTOR_FIXED)
 
+    @classmethod
+    def vector_matrix(cls, column_threads: int, k_threads: int, vector: int = 4) -> "SplitKConfig":
+        """A ``k_threads`` > 1 config for M = 1: `column_threads` threads along n (`vector`
+        columns each) x `k_threads` threads along K per block."""
+        return cls(block_n=column_threads * vector, thread_n=vector, block_k=k_threads, vector=vector,
+                   k_threads=k_threads, **cls.VECTOR_MATRIX_FIXED)
+
+    @property
+    def is_vector_matrix(self) -> bool:
+        return self.k_threads > 1 and self.block_n > 1
+
     @property
     def threads_n(self) -> int:
-        # Matrix-vector mode: a block's threads are block_m rows x k_threads along K.
+        # Matrix-vector mode: a block's threads are block_m rows x k_threads along K;
+        # vector-matrix mode: block_n / thread_n along n x k_threads along K.
+        if self.is_vector_matrix:
+            return super().threads_n * self.k_threads
         return self.k_threads if self.k_threads > 1 else super().threads_n
 
     @property
     def shared_bytes(self) -> int:
-        if self.k_threads > 1:  # no shared tiles; the reduction across warps uses a buffer
+        # No shared tiles in either k_threads mode; the cross-thread reduction's buffer: across
+        # warps (matrix-vector, warp shuffles within one), always (vector-matrix: a sum over
+        # threadIdx.y, the tree in shared memory).
+        if self.is_vector_matrix:
+            return self.threads * FLOAT_BYTES
+        if self.k_threads > 1:
             return self.block_m * self.k_threads * FLOAT_BYTES if self.k_threads > WARP_SIZE else 0
         return super().shared_bytes
 
@@ -329,7 +359,10 @@ class SplitKConfig(TunedConfig):
             # No shared tiles, copies or warp grid to check: the fields' types and the thread
             # limit (GridConfig), then the matrix-vector rules.
             GridConfig.validate(self, M, N, K)
-            self._validate_matrix_vector(M, N, K)
+            if self.block_n > 1:
+                self._validate_vector_matrix(M, N, K)
+            else:
+                self._validate_matrix_vector(M, N, K)
             return
         super().validate(M, N, K)
         if not 1 <= self.split_k <= MAX_SPLIT_K:
@@ -367,6 +400,20 @@ class SplitKConfig(TunedConfig):
         if M % self.block_m or K % self.block_k:
             raise ConfigError(f"k_threads > 1 needs block_m | M and block_k | K (no padding), "
                               f"got {M}x{N}x{K} with block_m {self.block_m}, block_k {self.block_k}")
+
+    def _validate_vector_matrix(self, M: int, N: int, K: int) -> None:
+        """The rules of ``k_threads`` > 1 with block_n > 1, each a one-line ConfigError."""
+        if self.k_threads & (self.k_threads - 1):
+            raise ConfigError(f"k_threads must be 1 or a power of two, got {self.k_threads}")
+        if M != 1:
+            raise ConfigError(f"k_threads > 1 with block_n > 1 is for vector-matrix shapes (M = 1), got M={M}")
+        _check_vector(self.vector)
+        for name, value in {**self.VECTOR_MATRIX_FIXED, "thread_n": self.vector, "block_k": self.k_threads}.items():
+            if getattr(self, name) != value:
+                raise ConfigError(f"k_threads > 1 with block_n > 1 needs {name} {value}, got {getattr(self, name)}")
+        if N % self.block_n or K % self.block_k:
+            raise ConfigError(f"k_threads > 1 needs block_n | N and block_k | K (no padding), "
+                              f"got {M}x{N}x{K} with block_n {self.block_n}, block_k {self.block_k}")
 
     def chunk_k(self, K: int) -> int:
         """The length of one K chunk: K / split_k rounded up to whole block_k slices."""

@@ -113,6 +113,14 @@ MATRIX_VECTOR_BLOCKS = ((2, 128), (4, 64), (8, 32), (4, 128), (1, 128), (2, 64),
 # configs' padded N = 1 -> 8 FMAs count more).
 MATRIX_VECTOR_EFFICIENCY = 0.25
 MATRIX_VECTOR_PASSES = 8
+# Vector-matrix mode (M = 1, ``k_threads`` > 1 with block_n > 1; the same efficiency): (threads
+# along n, k_threads), float4 columns each. Measured on an H100 (2026-11-23, alternating rounds
+# of 8 such blocks x 2 orders of K at 1x8192x1024 and 1x4096x4096): the fastest launched about
+# 2^16 threads in all, 16 warps per SM: 4 x 32 at 1x8192x1024 (512 blocks; 1.93 TFLOPS against
+# the tiled 1.41-1.51) and 4-8 x 64 at 1x4096x4096 (1.17-1.20, the tiled path's own 1.18-1.20);
+# half or twice that many threads ran 3-18% slower.
+VECTOR_MATRIX_BLOCKS = tuple((n, k) for n in (4, 8, 16) for k in (8, 16, 32, 64, 128, 256) if n * k <= 1024)
+VECTOR_MATRIX_THREADS = 2 ** 16
 BLOCK_KS = (32, 16, 64)  # 64 is the only block_k whose A slice splits over 8-row tiles' threads
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to config.MAX_SPLIT_K
 MIN_CHUNK_SLICES = 4  # a chunk shorter than this many block_k slices is mostly overhead
@@ -150,8 +158,12 @@ def efficiency(cfg: SplitKConfig) -> float:
 
 def predicted_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT) -> float:
     """The model's kernel time for `cfg` at M x N x K (both kernels of a split-K call): the
-    compute time, or reading A and B once from DRAM where that takes longer."""
-    return max(compute_seconds(cfg, M, N, K, sm_count), (M * K + K * N + M * N) * 4 / DRAM_BYTES_S)
+    compute time, or reading A and B once from DRAM where that takes longer. Vector-matrix
+    mode does not split K over blocks: with fewer blocks than SMs, only that many SMs read."""
+    floor = (M * K + K * N + M * N) * 4 / DRAM_BYTES_S
+    if cfg.is_vector_matrix:
+        floor *= max(1.0, sm_count / (N // cfg.block_n))
+    return max(compute_seconds(cfg, M, N, K, sm_count), floor)
 
 
 def staging_seconds(cfg: SplitKConfig, M: int, N: int, K: int) -> float:
@@ -167,8 +179,8 @@ def compute_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = S
     """The model's time for the padded FMAs in waves over the SMs (slower at a vector narrowed
     by misaligned rows), plus split-K's reduction and staged padding's copies. Matrix-vector
     mode: its M x K FMAs at MATRIX_VECTOR_EFFICIENCY (it sits at the memory floor)."""
-    if cfg.k_threads > 1:
-        return M * K / (sm_count * FMA_PER_SM_S * MATRIX_VECTOR_EFFICIENCY)
+    if cfg.k_threads > 1:  # M x K FMAs (N = 1) or N x K (M = 1), neither padded
+        return M * N * K / (sm_count * FMA_PER_SM_S * MATRIX_VECTOR_EFFICIENCY)
     m_pad, n_pad = _round_up(M, cfg.block_m), _round_up(N, cfg.block_n)
     chunk = cfg.chunk_k(K)
     blocks = (m_pad // cfg.block_m) * (n_pad // cfg.block_n) * cfg.split_k
@@ -216,7 +228,7 @@ def candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig
     if arch not in MAX_SHARED_BYTES:
         raise ConfigError(f"unknown arch {arch!r}; valid: {', '.join(MAX_SHARED_BYTES)}")
     stagings = (0, 1) if misaligned(M, N, K) else (0,)
-    out = matrix_vector_candidates(M, N, K, arch)
+    out = matrix_vector_candidates(M, N, K, arch) + vector_matrix_candidates(M, N, K, arch)
     for bm, bn, tm, tn, warp_m, stages, pad_a in TILES:
         for bk in BLOCK_KS:
             slices = -(-K // bk)
@@ -256,6 +268,25 @@ def matrix_vector_candidates(M: int, N: int, K: int, arch: str = "sm_90") -> lis
     def preference(cfg):
         passes = K // cfg.block_k
         return (0, -cfg.k_threads) if passes >= MATRIX_VECTOR_PASSES else (1, -passes)
+    return sorted(out, key=preference)
+
+
+def vector_matrix_candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig]:
+    """Where M = 1 < N: the vector-matrix configs whose block divides the shape, at the widest
+    vector that divides N; else none. Their model ties them (the memory floor, once there are
+    blocks for every SM), so they come in the probe's order of preference: at least
+    MATRIX_VECTOR_PASSES rows per thread, then the total threads nearest
+    VECTOR_MATRIX_THREADS, then fewer threads per block."""
+    if M != 1 or N == 1:
+        return []
+    vector = next(v for v in (4, 2, 1) if N % v == 0)
+    out = [cfg for cfg in (SplitKConfig.vector_matrix(n, k, vector) for n, k in VECTOR_MATRIX_BLOCKS)
+           if N % cfg.block_n == 0 and K % cfg.block_k == 0 and _fits(cfg, M, N, K, arch)]
+
+    def preference(cfg):
+        total = N // cfg.block_n * cfg.threads
+        return (K // cfg.k_threads < MATRIX_VECTOR_PASSES, abs(math.log2(total / VECTOR_MATRIX_THREADS)),
+                cfg.threads)
     return sorted(out, key=preference)
 
 
@@ -323,9 +354,9 @@ def neighbourhood(M: int, N: int, K: int, size: int = 20, sm_count: int = SM_COU
             add(dataclasses.replace(best, stage_pads=1 - best.stage_pads))
     # Then the model's ranking, one config per (tile, split) first, so the measured set spans
     # tiles and splits rather than block_k variants of one; then the rest of the ranking.
-    seen = {(c.block_m, c.block_n, c.thread_m, c.thread_n, c.split_k) for c in out}
+    seen = {(c.block_m, c.block_n, c.thread_m, c.thread_n, c.split_k, c.k_threads) for c in out}
     for cfg in order:
-        key = (cfg.block_m, cfg.block_n, cfg.thread_m, cfg.thread_n, cfg.split_k)
+        key = (cfg.block_m, cfg.block_n, cfg.thread_m, cfg.thread_n, cfg.split_k, cfg.k_threads)
         if key not in seen and len(out) < size:
             seen.add(key)
             add(cfg)
@@ -340,6 +371,10 @@ def describe(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT
     """One line: the grid the config launches and the model's prediction."""
     tiles = math.ceil(M / cfg.block_m) * math.ceil(N / cfg.block_n)
     seconds = predicted_seconds(cfg, M, N, K, sm_count)
+    if cfg.is_vector_matrix:
+        return (f"{N // cfg.block_n} blocks of {cfg.block_n} columns ({cfg.block_n // cfg.vector} threads) "
+                f"x {cfg.k_threads} threads along K, one kernel; "
+                f"predicted {2 * M * N * K / seconds / 1e12:.1f} TFLOPS")
     if cfg.k_threads > 1:
         return (f"{tiles} blocks of {cfg.block_m} rows x {cfg.k_threads} threads along K, one kernel; "
                 f"predicted {2 * M * N * K / seconds / 1e12:.1f} TFLOPS")

@@ -395,3 +395,56 @@ def split_k_over_threads(sch: s_tir.Schedule, block: s_tir.SBlockRV, rows: int, 
         _, k_unrolled = sch.split(k_outer, [None, unroll])
         sch.unroll(k_unrolled)
     return Tiles(block, block_i, block_i, thread_i, thread_k, k_outer=k_outer)
+
+
+def vector_matrix_split_k(sch: s_tir.Schedule, block: s_tir.SBlockRV, column_threads: int,
+                          k_threads: int, vector: int) -> Tiles:
+    """Vector-matrix (M = 1): the mirror of :func:`split_k_over_threads`. Threads along n
+    (threadIdx.x, `vector` columns each) and `k_threads` along K (threadIdx.y, a contiguous
+    K / k_threads rows each); the partial sums summed across threadIdx.y. One kernel.
+
+    ``rfactor`` on the threadIdx.y loop gives each thread its `vector` partial sums in
+    registers (``C_rf``). TVM lowers a cross-thread reduction only where the reduction's
+    thread loop is the innermost loop over its block, so C keeps the columns as a serial loop
+    outside threadIdx.y (one shared-memory tree per column), and ``C_rf`` is placed under the
+    column threads with its own threadIdx.y loop. A warp's float4 loads cover 32 / (threads
+    along n) rows of B, each a contiguous 16 x (threads along n) bytes; A's element of each row is
+    one float, the same for the block's column threads. The loop over a thread's rows is
+    unrolled up to 8, so that many loads are in flight per thread.
+    """
+    i, j, k = sch.get_loops(block)
+    block_j, thread_j, column = sch.split(j, [None, column_threads, vector])
+    thread_k, rows = sch.split(k, [k_threads, None])
+    sch.reorder(i, block_j, thread_j, column, thread_k, rows)
+    partials = sch.rfactor(thread_k, factor_axis=0)
+    i, block_j, thread_j, column, thread_k = sch.get_loops(block)
+    sch.bind(block_j, "blockIdx.x")
+    sch.bind(thread_j, "threadIdx.x")
+    sch.bind(thread_k, "threadIdx.y")
+    sch.compute_at(partials, thread_j)
+    sch.set_scope(partials, 0, "local")
+    # C_rf's loops under the column thread: its threadIdx.y, then its columns and its rows
+    # (TVM drops either where its extent is 1).
+    thread_k_rf, *own = sch.get_loops(partials)[3:]
+    sch.bind(thread_k_rf, "threadIdx.y")
+    columns_rf = own[0] if vector > 1 else None
+    rows_rf = own[-1] if len(own) == (2 if vector > 1 else 1) else None
+    if columns_rf is not None and rows_rf is not None:
+        sch.reorder(rows_rf, columns_rf)
+    load_at = rows_rf if rows_rf is not None else thread_k_rf
+    for operand in (0, 1):  # A[0, k]: one float per row; B[k, columns]: `vector` floats per row
+        fragment = sch.cache_read(partials, operand, "local")
+        sch.compute_at(fragment, load_at)
+        if operand == 1 and vector > 1:
+            sch.vectorize(sch.get_loops(fragment)[-1])
+    if columns_rf is not None:
+        sch.unroll(columns_rf)
+    if rows_rf is None:
+        return Tiles(block, block_j, block_j, thread_j, thread_k, k_outer=thread_k_rf)
+    sch.decompose_reduction(partials, rows_rf)
+    passes = int(sch.get(rows_rf).extent)
+    unroll = next(u for u in (8, 4, 2, 1) if passes % u == 0)
+    if unroll > 1:
+        _, rows_unrolled = sch.split(rows_rf, [None, unroll])
+        sch.unroll(rows_unrolled)
+    return Tiles(block, block_j, block_j, thread_j, thread_k, k_outer=rows_rf)

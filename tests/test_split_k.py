@@ -143,6 +143,9 @@ def test_rule_is_deterministic():
                                    (1, 2048, 2048)])
 def test_rule_splits_k_heavy_small_outputs(shape):
     cfg = shape_rule.rule_config(*shape)
+    if cfg.is_vector_matrix:  # M = 1: K split over each block's threads instead of over blocks
+        assert cfg.k_threads > 1 and shape[1] // cfg.block_n >= shape_rule.SM_COUNT // 2, cfg
+        return
     tiles = -(-shape[0] // cfg.block_m) * -(-shape[1] // cfg.block_n)
     assert tiles < shape_rule.SM_COUNT and cfg.split_k > 1, cfg
     assert tiles * cfg.split_k >= shape_rule.SM_COUNT // 2
@@ -362,9 +365,11 @@ def test_rule_takes_matrix_vector_mode_where_it_divides():
         cfg = shape_rule.rule_config(*shape)
         assert (cfg.block_m, cfg.k_threads) == (rows, k_threads), (shape, cfg)
         assert "one kernel" in shape_rule.describe(cfg, *shape)
-    # Not where a block would need padding (K not whole passes, M not whole blocks), nor N > 1.
+    # Not where a block would need padding (K not whole passes, M not whole blocks), nor N > 1
+    # (at 1 x 4096 x 4096 the pick is the vector-matrix mode, below).
     for shape in [(9, 1, 20), (4096, 1, 4095), (1, 4096, 4096), (4096, 2, 4096)]:
-        assert shape_rule.rule_config(*shape).k_threads == 1, shape
+        cfg = shape_rule.rule_config(*shape)
+        assert cfg.k_threads == 1 or cfg.is_vector_matrix, shape
 
 
 @pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
@@ -382,6 +387,83 @@ def test_matrix_vector_mode_is_correct_on_the_gpu(shape):
         pytest.skip("no CUDA GPU")
     cfg = shape_rule.rule_config(*shape)
     assert cfg.k_threads > 1
+    with harness.KernelRunner(repeat=3, seed=20261123) as runner:
+        m = runner.measure(11, *shape, harness.gpu_arch(), config=cfg)
+    assert m.ok, m.error
+    assert m.rel_err is not None and m.rel_err <= harness.TOLERANCE, f"relative error {m.rel_err}"
+
+
+# --- vector-matrix mode: M = 1, K over threadIdx.y (k_threads > 1, block_n > 1) ---------------
+
+def vector_matrix(column_threads=4, k_threads=64, vector=4, **fields):
+    return dataclasses.replace(SplitKConfig.vector_matrix(column_threads, k_threads, vector), **fields)
+
+
+@pytest.mark.parametrize("shape, cfg", [
+    ((1, 4096, 4096), vector_matrix()),
+    ((1, 8192, 1024), vector_matrix(4, 32)),
+    ((1, 6, 16), vector_matrix(3, 4, 2)),     # float2 loads, 3 column threads, 4 rows each
+    ((1, 5, 8), vector_matrix(5, 8, 1)),      # scalar loads, one row per thread
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else "")
+def test_vector_matrix_mode_is_one_kernel_with_a_shared_memory_reduction(shape, cfg):
+    cfg.validate(*shape)
+    src = cuda(shape, cfg)
+    assert src.count("__global__") == 2  # one kernel: its declaration and its definition
+    assert "reduce_partials" not in src and "C_rf_local" in src  # partials in registers, not global
+    assert "red_buf0" in src and "__shared__" in src and "threadIdx.y" in src  # the sum over y
+    assert ("float4" in src) == (cfg.vector == 4)
+    assert ("float2" in src) == (cfg.vector == 2)
+
+
+@pytest.mark.parametrize("fields, shape, message", [
+    (dict(), (2, 4096, 4096), "M = 1"),
+    (dict(block_k=128), (1, 4096, 4096), "block_k 64"),
+    (dict(thread_n=2), (1, 4096, 4096), "thread_n 4"),
+    (dict(split_k=2), (1, 4096, 4096), "split_k 1"),
+    (dict(block_m=2), (1, 4096, 4096), "block_m 1"),
+    (dict(k_threads=48, block_k=48), (1, 4096, 4096), "power of two"),
+    (dict(block_n=18), (1, 4096, 4096), "must divide block_n"),
+    (dict(), (1, 4004, 4096), "no padding"),
+    (dict(), (1, 4096, 4000), "no padding"),
+    (dict(column_threads=16, k_threads=128, block_k=128), (1, 4096, 4096), "1024"),
+])
+def test_vector_matrix_mode_rejects_what_it_cannot_build(fields, shape, message):
+    fields = dict(fields)
+    cfg = vector_matrix(fields.pop("column_threads", 4), fields.pop("k_threads", 64), **fields)
+    config_error(lambda: cfg.validate(*shape), message)
+
+
+def test_rule_takes_vector_matrix_mode_where_it_fills_the_sms():
+    # The probe's winners: about 2^16 threads in all (16 columns a block, K over 32 or 64).
+    for shape, (block_n, k_threads) in [((1, 4096, 4096), (16, 64)), ((1, 8192, 1024), (16, 32))]:
+        cfg = shape_rule.rule_config(*shape)
+        assert cfg.is_vector_matrix and (cfg.block_n, cfg.k_threads) == (block_n, k_threads), (shape, cfg)
+        assert "one kernel" in shape_rule.describe(cfg, *shape)
+        assert shape_rule.raster_variants(cfg, *shape) == []
+    # Not where a block would need padding, nor where its blocks are too few for the SMs (N = 64:
+    # 4 blocks; split-K over blocks reads with every SM), nor where M > 1.
+    for shape in [(1, 4096, 4095), (1, 4100, 4096), (1, 64, 4096), (2, 4096, 4096)]:
+        assert not shape_rule.rule_config(*shape).is_vector_matrix, shape
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+def test_vector_matrix_mode_has_no_spills_or_stack():
+    for shape in [(1, 4096, 4096), (1, 8192, 1024)]:
+        report = nvcc.compile_report(cuda(shape, shape_rule.rule_config(*shape)))
+        assert report.ok, report.log[-500:]
+        assert report.spills == 0 and report.stack_bytes == 0, report.log[-800:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, cfg", [
+    ((1, 4096, 4096), "rule"), ((1, 8192, 1024), "rule"), ((1, 2048, 2048), "rule"),
+    ((1, 6, 16), vector_matrix(3, 4, 2)), ((1, 5, 8), vector_matrix(5, 8, 1)),
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v)[:4])
+def test_vector_matrix_mode_is_correct_on_the_gpu(shape, cfg):
+    if not harness.gpu_present():
+        pytest.skip("no CUDA GPU")
+    cfg = shape_rule.rule_config(*shape) if cfg == "rule" else cfg
+    assert cfg.is_vector_matrix
     with harness.KernelRunner(repeat=3, seed=20261123) as runner:
         m = runner.measure(11, *shape, harness.gpu_arch(), config=cfg)
     assert m.ok, m.error
