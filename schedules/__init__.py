@@ -13,6 +13,7 @@ importing this package points that compile at the CUDA wheels' headers (schedule
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
@@ -22,22 +23,6 @@ from tvm import s_tir
 from tvm.target import Target
 
 from . import nvrtc, one_barrier, padding
-from . import (
-    step1_grid,
-    step2_register_tile,
-    step3_shared,
-    step4_cooperative_fetch,
-    step5_registers,
-    step6_double_buffer,
-    step7_async_copy,
-    step8_conflict_free,
-    step9_warp_tile,
-    step10_tuned,
-    step11_split_k,
-    step12_tensorize,
-    step13_tc_pipeline,
-    step14_3xtf32,
-)
 from .config import ConfigError, check_sizes
 from .matmul import matmul
 from .transforms import hoist_init
@@ -114,25 +99,24 @@ def _step(module: ModuleType) -> Step:
                 getattr(module, "TENSOR_CORES", False))
 
 
-STEPS: tuple[Step, ...] = tuple(
-    _step(m)
-    for m in (
-        step1_grid,
-        step2_register_tile,
-        step3_shared,
-        step4_cooperative_fetch,
-        step5_registers,
-        step6_double_buffer,
-        step7_async_copy,
-        step8_conflict_free,
-        step9_warp_tile,
-        step10_tuned,
-        step11_split_k,
-        step12_tensorize,
-        step13_tc_pipeline,
-        step14_3xtf32,
-    )
+# The rungs in order, one module each (schedules/stepN_*.py).
+STEP_MODULES = (
+    "step1_grid",
+    "step2_register_tile",
+    "step3_shared",
+    "step4_cooperative_fetch",
+    "step5_registers",
+    "step6_double_buffer",
+    "step7_async_copy",
+    "step8_conflict_free",
+    "step9_warp_tile",
+    "step10_tuned",
+    "step11_split_k",
+    "step12_tensorize",
+    "step13_tc_pipeline",
+    "step14_3xtf32",
 )
+STEPS: tuple[Step, ...] = tuple(_step(importlib.import_module(f".{name}", __name__)) for name in STEP_MODULES)
 
 
 def get_step(step: int | Step) -> Step:
