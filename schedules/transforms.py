@@ -390,11 +390,17 @@ def split_k_over_threads(sch: s_tir.Schedule, block: s_tir.SBlockRV, rows: int, 
         sch.unroll(k_vector)
     if own:
         sch.decompose_reduction(partials, own[0])
+    _unroll_passes(sch, k_outer, passes)
+    return Tiles(block, block_i, block_i, thread_i, thread_k, k_outer=k_outer)
+
+
+def _unroll_passes(sch: s_tir.Schedule, loop: s_tir.LoopRV, passes: int) -> None:
+    """Unroll a thread's loop over its `passes` (of K) by the largest of 8, 4, 2 dividing them,
+    so that many loads are in flight per thread (the k_threads modes' only latency hiding)."""
     unroll = next(u for u in (8, 4, 2, 1) if passes % u == 0)
     if unroll > 1:
-        _, k_unrolled = sch.split(k_outer, [None, unroll])
-        sch.unroll(k_unrolled)
-    return Tiles(block, block_i, block_i, thread_i, thread_k, k_outer=k_outer)
+        _, unrolled = sch.split(loop, [None, unroll])
+        sch.unroll(unrolled)
 
 
 def vector_matrix_split_k(sch: s_tir.Schedule, block: s_tir.SBlockRV, column_threads: int,
@@ -442,9 +448,5 @@ def vector_matrix_split_k(sch: s_tir.Schedule, block: s_tir.SBlockRV, column_thr
     if rows_rf is None:
         return Tiles(block, block_j, block_j, thread_j, thread_k, k_outer=thread_k_rf)
     sch.decompose_reduction(partials, rows_rf)
-    passes = int(sch.get(rows_rf).extent)
-    unroll = next(u for u in (8, 4, 2, 1) if passes % u == 0)
-    if unroll > 1:
-        _, rows_unrolled = sch.split(rows_rf, [None, unroll])
-        sch.unroll(rows_unrolled)
+    _unroll_passes(sch, rows_rf, int(sch.get(rows_rf).extent))
     return Tiles(block, block_j, block_j, thread_j, thread_k, k_outer=rows_rf)

@@ -374,10 +374,7 @@ def test_rule_takes_matrix_vector_mode_where_it_divides():
 
 @pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
 def test_matrix_vector_mode_has_no_spills_or_stack():
-    for shape in [(4096, 1, 4096), (8192, 1, 1024)]:
-        report = nvcc.compile_report(cuda(shape, shape_rule.rule_config(*shape)))
-        assert report.ok, report.log[-500:]
-        assert report.spills == 0 and report.stack_bytes == 0, report.log[-800:]
+    assert_rule_builds_have_no_spills_or_stack([(4096, 1, 4096), (8192, 1, 1024)])
 
 
 @pytest.mark.gpu
@@ -387,6 +384,17 @@ def test_matrix_vector_mode_is_correct_on_the_gpu(shape):
         pytest.skip("no CUDA GPU")
     cfg = shape_rule.rule_config(*shape)
     assert cfg.k_threads > 1
+    assert_correct_on_the_gpu(shape, cfg)
+
+
+def assert_rule_builds_have_no_spills_or_stack(shapes):
+    for shape in shapes:
+        report = nvcc.compile_report(cuda(shape, shape_rule.rule_config(*shape)))
+        assert report.ok, report.log[-500:]
+        assert report.spills == 0 and report.stack_bytes == 0, report.log[-800:]
+
+
+def assert_correct_on_the_gpu(shape, cfg):
     with harness.KernelRunner(repeat=3, seed=20261123) as runner:
         m = runner.measure(11, *shape, harness.gpu_arch(), config=cfg)
     assert m.ok, m.error
@@ -448,10 +456,7 @@ def test_rule_takes_vector_matrix_mode_where_it_fills_the_sms():
 
 @pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
 def test_vector_matrix_mode_has_no_spills_or_stack():
-    for shape in [(1, 4096, 4096), (1, 8192, 1024)]:
-        report = nvcc.compile_report(cuda(shape, shape_rule.rule_config(*shape)))
-        assert report.ok, report.log[-500:]
-        assert report.spills == 0 and report.stack_bytes == 0, report.log[-800:]
+    assert_rule_builds_have_no_spills_or_stack([(1, 4096, 4096), (1, 8192, 1024)])
 
 
 @pytest.mark.gpu
@@ -464,7 +469,4 @@ def test_vector_matrix_mode_is_correct_on_the_gpu(shape, cfg):
         pytest.skip("no CUDA GPU")
     cfg = shape_rule.rule_config(*shape) if cfg == "rule" else cfg
     assert cfg.is_vector_matrix
-    with harness.KernelRunner(repeat=3, seed=20261123) as runner:
-        m = runner.measure(11, *shape, harness.gpu_arch(), config=cfg)
-    assert m.ok, m.error
-    assert m.rel_err is not None and m.rel_err <= harness.TOLERANCE, f"relative error {m.rel_err}"
+    assert_correct_on_the_gpu(shape, cfg)
