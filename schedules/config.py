@@ -292,13 +292,14 @@ class SplitKConfig(TunedConfig):
     reduction (warp shuffles): one kernel, no partial buffer (``split_k_over_threads``). A block
     holds `block_m` rows x `k_threads` threads (a warp is 32 threads of one row: warp_m 1), and
     one pass of them covers `block_k` = k_threads x vector of K; the micro-tile is 1 x 1 and
-    block_n 1. Only where no padding is needed (block_m | M, block_k | K).
+    block_n 1. Rows are not padded (block_m | M); K is, to whole passes, as a predicate on the
+    loads (A's rows must stay aligned: vector | K).
     `k_threads` > 1 with `block_n` > 1 (vector-matrix shapes, M = 1): the mirror. Each column
     of C is a dot product with A's one row; a block holds block_n / vector threads along n
     (threadIdx.x, `vector` columns each: a float4 of a row of B per load) x `k_threads` along K
     (threadIdx.y, each a contiguous K / k_threads rows), and the sum over threadIdx.y is a
     cross-thread reduction through shared memory (``vector_matrix_split_k``). `block_k` =
-    k_threads (one row per thread per pass), block_m 1, thread_n = vector. No padding either
+    k_threads (one row per thread per pass), block_m 1, thread_n = vector. No padding
     (block_n | N, block_k | K)."""
 
     split_k: int = 1
@@ -397,9 +398,12 @@ class SplitKConfig(TunedConfig):
         if self.block_k != self.k_threads * self.vector:
             raise ConfigError(f"k_threads > 1 needs block_k = k_threads x vector = "
                               f"{self.k_threads * self.vector}, got {self.block_k}")
-        if M % self.block_m or K % self.block_k:
-            raise ConfigError(f"k_threads > 1 needs block_m | M and block_k | K (no padding), "
-                              f"got {M}x{N}x{K} with block_m {self.block_m}, block_k {self.block_k}")
+        if M % self.block_m:
+            raise ConfigError(f"k_threads > 1 needs block_m | M (its rows are not padded), "
+                              f"got {M}x{N}x{K} with block_m {self.block_m}")
+        if K % self.vector:
+            raise ConfigError(f"k_threads > 1 needs vector | K (A's rows start {self.vector}-aligned), "
+                              f"got K={K} with vector {self.vector}")
 
     def _validate_vector_matrix(self, M: int, N: int, K: int) -> None:
         """The rules of ``k_threads`` > 1 with block_n > 1, each a one-line ConfigError."""

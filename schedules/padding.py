@@ -107,8 +107,9 @@ def effective_config(cfg, M: int, N: int, K: int):
     names = {f.name for f in dataclasses.fields(cfg)}
     if "vector" not in names or staged_operands(cfg, M, N, K):
         return cfg
-    # Step 11's matrix-vector mode reads A's rows and B's K x 1 column along K only, and its
-    # config requires block_k = k_threads x vector to divide K: N = 1 narrows nothing.
+    # Step 11's k_threads modes choose their vector themselves: matrix-vector mode reads A's
+    # rows and B's K x 1 column along K and requires vector | K (K itself pads to whole
+    # passes); vector-matrix mode requires block_n | N and block_k | K. Nothing to narrow.
     if getattr(cfg, "k_threads", 1) > 1:
         return cfg
     width = global_vector(cfg.vector, N, K)

@@ -106,8 +106,10 @@ TILES = (
 )
 # Matrix-vector mode (N = 1, ``k_threads`` > 1: K split over a block's threads, one kernel):
 # (rows per block, threads per row). Measured on an H100 (2026-11-23, a probe of 36 of them):
-# 2 x 128 best at 4096x1x4096 (1.35 TFLOPS, 2.7 TB/s), 8 x 32 at 8192x1x1024 (2.40).
-MATRIX_VECTOR_BLOCKS = ((2, 128), (4, 64), (8, 32), (4, 128), (1, 128), (2, 64), (4, 32))
+# 2 x 128 best at 4096x1x4096 (1.35 TFLOPS, 2.7 TB/s), 8 x 32 at 8192x1x1024 (2.40). One-row
+# blocks divide any M: with K padded to whole passes, every N = 1 shape has a candidate
+# (12345x1x777: 1 x 64, 1.60 TFLOPS, where the tiled path ran 0.63).
+MATRIX_VECTOR_BLOCKS = ((2, 128), (4, 64), (8, 32), (4, 128), (1, 128), (2, 64), (4, 32), (1, 64), (1, 32))
 # Its compute, for the tie-break among configs at the memory floor: the unpadded FMAs at this
 # fraction of peak (the kernel is bound by reading A once; what matters is that the tiled
 # configs' padded N = 1 -> 8 FMAs count more).
@@ -158,11 +160,13 @@ def efficiency(cfg: SplitKConfig) -> float:
 
 def predicted_seconds(cfg: SplitKConfig, M: int, N: int, K: int, sm_count: int = SM_COUNT) -> float:
     """The model's kernel time for `cfg` at M x N x K (both kernels of a split-K call): the
-    compute time, or reading A and B once from DRAM where that takes longer. Vector-matrix
-    mode does not split K over blocks: with fewer blocks than SMs, only that many SMs read."""
+    compute time, or reading A and B once from DRAM where that takes longer. The k_threads
+    modes do not split K over blocks: with fewer blocks than SMs, only that many SMs read."""
     floor = (M * K + K * N + M * N) * 4 / DRAM_BYTES_S
     if cfg.is_vector_matrix:
         floor *= max(1.0, sm_count / (N // cfg.block_n))
+    elif cfg.k_threads > 1:
+        floor *= max(1.0, sm_count / (M // cfg.block_m))
     return max(compute_seconds(cfg, M, N, K, sm_count), floor)
 
 
@@ -249,25 +253,21 @@ def candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig
 
 
 def matrix_vector_candidates(M: int, N: int, K: int, arch: str = "sm_90") -> list[SplitKConfig]:
-    """Where N = 1: the matrix-vector configs (``k_threads`` > 1) whose block divides the shape
-    (no padding in that mode), each at the widest vector that divides K; else none."""
+    """Where N = 1: the matrix-vector configs (``k_threads`` > 1) whose rows divide M, each at
+    the widest vector that divides K (A's rows stay aligned); K pads to whole passes. Else none."""
     if N != 1:
         return []
-    out = []
-    for rows, k_threads in MATRIX_VECTOR_BLOCKS:
-        vector = next((v for v in (4, 2, 1) if K % (k_threads * v) == 0), None)
-        if vector is None or M % rows:
-            continue
-        cfg = SplitKConfig.matrix_vector(rows, k_threads, vector)
-        if _fits(cfg, M, N, K, arch):
-            out.append(cfg)
+    vector = next(v for v in (4, 2, 1) if K % v == 0)
+    out = [cfg for cfg in (SplitKConfig.matrix_vector(rows, k_threads, vector)
+                           for rows, k_threads in MATRIX_VECTOR_BLOCKS)
+           if M % cfg.block_m == 0 and _fits(cfg, M, N, K, arch)]
     # They tie in the model (all at the memory floor, the same FMAs), so their order decides:
     # the widest k_threads that still gives each thread MATRIX_VECTOR_PASSES passes over K (that
     # many loads in flight per thread, unrolled), then the rest by passes. The probe's winners
     # follow it: 2 x 128 at K = 4096 (8 passes), 8 x 32 at K = 1024 (8 passes).
     def preference(cfg):
-        passes = K // cfg.block_k
-        return (0, -cfg.k_threads) if passes >= MATRIX_VECTOR_PASSES else (1, -passes)
+        passes = -(-K // cfg.block_k)  # K pads to whole passes: the fewest padded last
+        return (0, -cfg.k_threads, passes) if passes >= MATRIX_VECTOR_PASSES else (1, -passes, cfg.block_k)
     return sorted(out, key=preference)
 
 

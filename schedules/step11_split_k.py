@@ -90,8 +90,8 @@ Matrix-vector mode (``k_threads`` > 1, 2026-11-23). At N = 1 the tiled path pads
 threads of one block: ``rfactor`` on the thread loop gives each thread a partial sum in a
 register, and the sum over the threads, bound to threadIdx.x, is lowered by TVM to warp
 shuffles (schedules/transforms.py, ``split_k_over_threads``); float4 loads, 8 passes unrolled.
-One kernel, no partial buffer, no padding (the rule takes it only where the block divides the
-shape). Prediction, from a probe of 36 such schedules (H100, same day, kernel time): 1.35 TFLOPS
+One kernel, no partial buffer, and at first no padding (the rule took it only where the block
+divided the shape; K now pads, below). Prediction, from a probe of 36 such schedules (H100, same day, kernel time): 1.35 TFLOPS
 at 4096x1x4096 (2 rows x 128 threads) and 2.40 at 8192x1x1024 (8 x 32), against the tiled
 path's 1.05 and 1.23. Measured in the shape benchmark after a sweep of the two shapes: 1.35
 (1.14x cuBLAS) and 2.38 (1.33x; its A stays in L2 between back-to-back calls). The mirrored
@@ -145,6 +145,23 @@ second kernel's 2.9 us and cuBLAS's better use of L2 between back-to-back calls 
 there). At 1x8192x1024 B is 32 MB, inside the H100's 50 MB L2, and cuBLAS ran at two speeds:
 7.3 us in the alternating rounds, 13.4 us in two benchmark runs (1.24-1.26 TFLOPS), so the
 benchmark's 1.61-1.70x there is cuBLAS missing L2, not step 11 winning; 0.82x is the number.
+
+Matrix-vector mode at any N = 1 (2026-11-23, later). A benchmark of 28 shapes outside the set
+(results/<gpu>/audit.txt) found 12345x1x777 at 0.39x cuBLAS: no pass of the mode divided K = 777,
+so the rule fell back to the tiled path (N padded to 16, split-K). The mode now pads K to whole
+passes of k_threads x vector (pad_einsum; the pad block inlines into the register loads as a
+bound, as the tiled path's padding does into its copies), at the widest vector that divides K
+(A's rows stay aligned); rows are not padded, and 1 row per block always divides M (so 1 x 32
+and 1 x 64 joined the menu). An odd number of passes is unrolled by 8 anyway, the last group
+cut off by a predicate (13 passes at 777 / 64). Where the blocks are fewer than the SMs, the
+model now scales the memory floor as it does for the vector-matrix mode, so more blocks win
+(130x1x2048: 1 row a block). Prediction: cuBLAS's speed (1.6-1.7 TFLOPS: A, 38 MB, streamed once),
+where the tiled path ran 0.63. Measured (alternating rounds, H100): 12345x1x777 1.60 TFLOPS
+(0.94x; the 1 x 128 block 1.71, 1.00x), 5000x1x3000 1.23 (1.12x; tiled 0.83), 4096x1x4095 1.27
+(1.08x; tiled 0.70); in the benchmark 0.98x, 1.12x, 1.08x. Still weak: N = 1 with few rows and
+a long K (16x1x65536: 16 blocks, 0.41x; 130x1x2048 0.54x), where the mode runs one block per
+row and the tiled path, split over blocks, ran slower still (0.08-0.10 against 0.16 TFLOPS):
+K split over blocks as well as threads would be the next step.
 
 Run: python -m steps.step11 --shape 256 256 16384 --shape 2048 64 2048
 """

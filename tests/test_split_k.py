@@ -23,6 +23,7 @@ from schedules.config import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, SplitKConf
 from steps import harness, nvcc, sweep
 
 from .checks import config_error, one_line_error
+from .test_shapes import serial_cpu_build
 
 STEP10, STEP11 = schedules.get_step(10), schedules.get_step(11)
 BASE = SplitKConfig(block_m=64, block_n=64, thread_m=8, thread_n=4, block_k=32, stages=2, pad_a=0,
@@ -285,7 +286,9 @@ def test_split_k_is_correct_on_odd_shapes(shape, k):
     if not harness.gpu_present():
         pytest.skip("no CUDA GPU")
     M, N, K = shape
-    cfg = split(k) if (M >= 64 and N >= 64) else dataclasses.replace(shape_rule.rule_config(*shape), split_k=k)
+    # Small M or N: the rule's best tiled config (at N = 1 its pick is the k_threads mode).
+    tiled = next(c for c in shape_rule.ranked(*shape) if c.k_threads == 1)
+    cfg = split(k) if (M >= 64 and N >= 64) else dataclasses.replace(tiled, split_k=k)
     lib = schedules.build(11, *shape, arch=harness.gpu_arch(), config=cfg)
     dev = tvm.cuda(0)
     rng = np.random.default_rng([20261123, M, N, K])
@@ -329,10 +332,18 @@ def matrix_vector(rows=2, k_threads=128, vector=4, **fields):
     ((8192, 1, 1024), matrix_vector(8, 32)),
     ((6, 1, 96), matrix_vector(2, 32, 1)),      # scalar loads, 1 pass over K
     ((10, 1, 192), matrix_vector(2, 32, 2)),    # float2 loads, 3 passes
+    ((12345, 1, 777), matrix_vector(1, 64, 1)),  # K pads to 13 passes: predicated loads
+    ((5000, 1, 3000), matrix_vector(4, 64, 4)),  # K pads to 12 passes of float4s
 ], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else "")
 def test_matrix_vector_mode_is_one_kernel_with_a_warp_reduction(shape, cfg):
     cfg.validate(*shape)
     src = cuda(shape, cfg)
+    K = shape[2]
+    # K pads to whole passes (pad_einsum's A_pad / B_pad) only as a bound on the register
+    # loads that read them: no padded buffer in global memory, no extra kernel.
+    padded = bool(K % cfg.block_k)
+    assert ("A_pad_local" in src and "B_pad_local" in src) == padded, K
+    assert "A_pad_ptr" not in src and "B_pad_ptr" not in src
     assert src.count("__global__") == 2  # one kernel: its declaration and its definition
     assert "__shfl_down_sync" in src  # the cross-thread reduction over a row's threads
     assert "reduce_partials" not in src and "C_rf_local" in src  # partials in registers, not global
@@ -349,8 +360,8 @@ def test_matrix_vector_mode_is_one_kernel_with_a_warp_reduction(shape, cfg):
     (dict(warp_m=2), (4096, 1, 4096), "warp_m 1"),
     (dict(stages=3), (4096, 1, 4096), "stages 2"),
     (dict(k_threads=48, block_k=192), (4096, 1, 4096), "power of two"),
-    (dict(), (4095, 1, 4096), "no padding"),
-    (dict(), (4096, 1, 4000), "no padding"),
+    (dict(), (4095, 1, 4096), "block_m | M"),
+    (dict(), (4096, 1, 4002), "vector | K"),
     (dict(rows=16, k_threads=128), (4096, 1, 4096), "1024"),
 ])
 def test_matrix_vector_mode_rejects_what_it_cannot_build(fields, shape, message):
@@ -359,26 +370,51 @@ def test_matrix_vector_mode_rejects_what_it_cannot_build(fields, shape, message)
     config_error(lambda: cfg.validate(*shape), message)
 
 
-def test_rule_takes_matrix_vector_mode_where_it_divides():
-    for shape, (rows, k_threads) in [((4096, 1, 4096), (2, 128)), ((8192, 1, 1024), (8, 32)),
-                                     ((130, 1, 2048), (2, 64))]:
+def test_rule_takes_matrix_vector_mode_at_every_n_1_shape():
+    # The probes' winners where the block divides the shape; where it does not, rows that
+    # divide M (1 always does) and K padded to whole passes at the widest vector dividing K.
+    # With fewer blocks than SMs the floor is scaled, so more blocks win (130 x 1 x 2048: 1 row).
+    for shape, (rows, k_threads, vector) in [
+            ((4096, 1, 4096), (2, 128, 4)), ((8192, 1, 1024), (8, 32, 4)), ((130, 1, 2048), (1, 64, 4)),
+            ((12345, 1, 777), (1, 64, 1)), ((5000, 1, 3000), (4, 64, 4)), ((4096, 1, 4095), (2, 128, 1)),
+            ((4095, 1, 4096), (1, 128, 4)), ((9, 1, 20), (1, 32, 4))]:
         cfg = shape_rule.rule_config(*shape)
-        assert (cfg.block_m, cfg.k_threads) == (rows, k_threads), (shape, cfg)
+        assert (cfg.block_m, cfg.k_threads, cfg.vector) == (rows, k_threads, vector), (shape, cfg)
         assert "one kernel" in shape_rule.describe(cfg, *shape)
-    # Not where a block would need padding (K not whole passes, M not whole blocks), nor N > 1
-    # (at 1 x 4096 x 4096 the pick is the vector-matrix mode, below).
-    for shape in [(9, 1, 20), (4096, 1, 4095), (1, 4096, 4096), (4096, 2, 4096)]:
+    # Not where N > 1 (at 1 x 4096 x 4096 the pick is the vector-matrix mode, below).
+    for shape in [(1, 4096, 4096), (4096, 2, 4096)]:
         cfg = shape_rule.rule_config(*shape)
         assert cfg.k_threads == 1 or cfg.is_vector_matrix, shape
 
 
+@pytest.mark.parametrize("shape, cfg", [
+    ((9, 1, 20), "rule"),                       # K 20 -> 128: one pass of float4s, mostly bound
+    ((6, 1, 777), matrix_vector(1, 64, 1)),     # 13 passes, the last group of 8 cut short
+    ((6, 1, 777), matrix_vector(2, 32, 1)),
+    ((8, 1, 3000), matrix_vector(4, 64, 4)),    # float4 passes, 3000 -> 3072
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v)[:4])
+def test_padded_matrix_vector_ir_computes_the_product(shape, cfg):
+    # On the CPU, threads as serial loops (tests/test_shapes.py): the K padding's bounds and the
+    # unrolled passes' predicate compute the product (the GPU test below runs the CUDA).
+    cfg = shape_rule.rule_config(*shape) if cfg == "rule" else cfg
+    assert cfg.k_threads > 1 and shape[2] % cfg.block_k
+    lib = serial_cpu_build(STEP11, *shape, cfg)
+    rng = np.random.default_rng([20261123, *shape])
+    a, b = harness.random_operands(*shape, rng)
+    c = tvm.runtime.tensor(np.full((shape[0], 1), np.nan, np.float32))
+    lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    err = harness.relative_error(c.numpy(), a.astype(np.float64) @ b.astype(np.float64))
+    assert err <= harness.TOLERANCE, f"relative error {err}"
+
+
 @pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
 def test_matrix_vector_mode_has_no_spills_or_stack():
-    assert_rule_builds_have_no_spills_or_stack([(4096, 1, 4096), (8192, 1, 1024)])
+    assert_rule_builds_have_no_spills_or_stack([(4096, 1, 4096), (8192, 1, 1024), (12345, 1, 777)])
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(4096, 1, 4096), (8192, 1, 1024), (130, 1, 2048), (3, 1, 256)])
+@pytest.mark.parametrize("shape", [(4096, 1, 4096), (8192, 1, 1024), (130, 1, 2048), (3, 1, 256),
+                                   (12345, 1, 777), (5000, 1, 3000), (4096, 1, 4095), (9, 1, 20)])
 def test_matrix_vector_mode_is_correct_on_the_gpu(shape):
     if not harness.gpu_present():
         pytest.skip("no CUDA GPU")
