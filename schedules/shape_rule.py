@@ -308,6 +308,12 @@ def rule_config(M: int, N: int, K: int, sm_count: int = SM_COUNT, arch: str = "s
     return best[0]
 
 
+def tiled_config(M: int, N: int, K: int, sm_count: int = SM_COUNT, arch: str = "sm_90") -> SplitKConfig:
+    """The rule's best config on the tiled path (``k_threads`` 1): its pick wherever neither
+    k_threads mode applies, and the one those modes replace at M = 1 or N = 1."""
+    return next(c for c in ranked(M, N, K, sm_count, arch) if c.k_threads == 1)
+
+
 def raster_variants(cfg: SplitKConfig, M: int, N: int, K: int) -> list[SplitKConfig]:
     """`cfg` with each distinct block rasterization (step 9's ``raster``) its grid can take.
 

@@ -91,9 +91,9 @@ threads of one block: ``rfactor`` on the thread loop gives each thread a partial
 register, and the sum over the threads, bound to threadIdx.x, is lowered by TVM to warp
 shuffles (schedules/transforms.py, ``split_k_over_threads``); float4 loads, 8 passes unrolled.
 One kernel, no partial buffer, and at first no padding (the rule took it only where the block
-divided the shape; K now pads, below). Prediction, from a probe of 36 such schedules (H100, same day, kernel time): 1.35 TFLOPS
-at 4096x1x4096 (2 rows x 128 threads) and 2.40 at 8192x1x1024 (8 x 32), against the tiled
-path's 1.05 and 1.23. Measured in the shape benchmark after a sweep of the two shapes: 1.35
+divided the shape; K now pads, below). Prediction, from a probe of 36 such schedules (H100,
+same day, kernel time): 1.35 TFLOPS at 4096x1x4096 (2 rows x 128 threads) and 2.40 at
+8192x1x1024 (8 x 32), against the tiled path's 1.05 and 1.23. Measured in the shape benchmark after a sweep of the two shapes: 1.35
 (1.14x cuBLAS) and 2.38 (1.33x; its A stays in L2 between back-to-back calls). The mirrored
 1 x N x K (threads along n, K over threadIdx.y, reduced through shared memory) was probed too
 and lost to the tiled path (1.16 against 1.20 TFLOPS at 1x4096x4096), so it was not built

@@ -396,12 +396,10 @@ def split_k_over_threads(sch: s_tir.Schedule, block: s_tir.SBlockRV, rows: int, 
 
 def _unroll_passes(sch: s_tir.Schedule, loop: s_tir.LoopRV, passes: int) -> None:
     """Unroll a thread's loop over its `passes` (of K) by the largest of 8, 4, 2 dividing them,
-    so that many loads are in flight per thread (the k_threads modes' only latency hiding)."""
-    unroll = next(u for u in (8, 4, 2, 1) if passes % u == 0)
-    if unroll == 1 and passes > 1:
-        # An odd number of passes (K padded to whole passes: 777 / 64 -> 13): unroll by 8
-        # anyway, the last group's missing passes cut off by the predicate split adds.
-        unroll = min(8, passes)
+    so that many loads are in flight per thread (the k_threads modes' only latency hiding). An
+    odd number of passes (K padded to whole passes: 777 / 64 -> 13) is unrolled by up to 8
+    anyway, the last group's missing passes cut off by the predicate the split adds."""
+    unroll = next((u for u in (8, 4, 2) if passes % u == 0), min(8, passes))
     if unroll > 1:
         _, unrolled = sch.split(loop, [None, unroll])
         sch.unroll(unrolled)

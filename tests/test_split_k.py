@@ -287,8 +287,7 @@ def test_split_k_is_correct_on_odd_shapes(shape, k):
         pytest.skip("no CUDA GPU")
     M, N, K = shape
     # Small M or N: the rule's best tiled config (at N = 1 its pick is the k_threads mode).
-    tiled = next(c for c in shape_rule.ranked(*shape) if c.k_threads == 1)
-    cfg = split(k) if (M >= 64 and N >= 64) else dataclasses.replace(tiled, split_k=k)
+    cfg = split(k) if (M >= 64 and N >= 64) else dataclasses.replace(shape_rule.tiled_config(*shape), split_k=k)
     lib = schedules.build(11, *shape, arch=harness.gpu_arch(), config=cfg)
     dev = tvm.cuda(0)
     rng = np.random.default_rng([20261123, M, N, K])

@@ -194,7 +194,7 @@ def test_narrow_vectors_cuts_only_what_is_too_wide():
     ((1000, 1500, 700), BASE),              # padded, but N and K are multiples of 4
     ((200, 136, 1000), dataclasses.replace(BASE, split_k=4)),
     # The rule's best tiled config (its pick at M = 1 is the vector-matrix mode, which stages nothing).
-    ((1, 2048, 2048), next(c for c in shape_rule.ranked(1, 2048, 2048) if c.k_threads == 1)),
+    ((1, 2048, 2048), shape_rule.tiled_config(1, 2048, 2048)),
 ], ids=["1024^3", "1000x1500x700", "200x136x1000-split4", "1x2048x2048-rule"])
 def test_stage_pads_is_a_no_op_on_aligned_shapes(shape, cfg):
     """Staging an aligned operand would only add a copy (its predicated float4 copies are full
@@ -235,7 +235,7 @@ SERIAL_CASES = [
     ((70, 65, 300), staged(split_k=3)),                    # split-K: C folds into the reduction
     ((40, 64, 131), STAGED),                               # A only
     ((40, 66, 128), STAGED),                               # B only
-    ((9, 1, 20), dataclasses.replace(next(c for c in shape_rule.ranked(9, 1, 20) if c.k_threads == 1), stage_pads=1)),
+    ((9, 1, 20), dataclasses.replace(shape_rule.tiled_config(9, 1, 20), stage_pads=1)),
     # The rule's best tiled, staged config at 2048 x 1 x 2048 (B only), at fewer rows. (The rule's
     # own pick there is now the matrix-vector mode, k_threads > 1, which stages nothing.)
     ((130, 1, 2048), next(c for c in shape_rule.ranked(2048, 1, 2048) if c.k_threads == 1 and c.stage_pads)),
@@ -386,7 +386,7 @@ def test_staged_padding_is_correct_on_the_gpu(shape, cfg):
     if cfg == "tuned":
         cfg = dataclasses.replace(step11_split_k.tuned_configs()[shape], stage_pads=1)
     elif cfg == "rule":  # the rule's best tiled config (its pick at N = 1 is the k_threads mode)
-        cfg = dataclasses.replace(next(c for c in shape_rule.ranked(*shape) if c.k_threads == 1), stage_pads=1)
+        cfg = dataclasses.replace(shape_rule.tiled_config(*shape), stage_pads=1)
     assert padding.staged_operands(cfg, *shape), cfg
     with harness.KernelRunner(repeat=3, seed=20261124) as runner:
         m = runner.measure(11, *shape, harness.gpu_arch(), config=cfg)
