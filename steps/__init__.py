@@ -25,7 +25,7 @@ class _StepCLILoader(importlib.abc.InspectLoader):
         self.number = number
 
     def get_source(self, fullname):
-        return ("from steps.cli import main\n"
+        return ("from steps.commands.cli import main\n"
                 "if __name__ == '__main__':\n"
                 f"    raise SystemExit(main({self.number}))\n")
 
@@ -43,7 +43,7 @@ class _StepCLIFinder(importlib.abc.MetaPathFinder):
         if match is None:
             return None
         # runpy makes the origin sys.argv[0], which TVM reads: the file whose code runs.
-        origin = str(Path(__file__).with_name("cli.py"))
+        origin = str(Path(__file__).parent / "commands" / "cli.py")
         return importlib.util.spec_from_loader(fullname, _StepCLILoader(int(match[1])), origin=origin)
 
 

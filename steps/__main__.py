@@ -1,6 +1,6 @@
 """python -m steps: every step of the ladder in one run; see steps/ladder.py and --help."""
 
-from .ladder import main
+from .commands.ladder import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -4,7 +4,7 @@ See `python -m steps.step11 --help`; the idea and its measured outcome are in th
 schedules/step11_split_k.py.
 """
 
-from .cli import main
+from .commands.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main(11))

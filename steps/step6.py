@@ -4,7 +4,7 @@ See `python -m steps.step6 --help`; the idea and its measured outcome are in the
 schedules/step6_double_buffer.py.
 """
 
-from .cli import main
+from .commands.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main(6))

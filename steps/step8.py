@@ -4,7 +4,7 @@ See `python -m steps.step8 --help`; the idea and its measured outcome are in the
 schedules/step8_conflict_free.py.
 """
 
-from .cli import main
+from .commands.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main(8))

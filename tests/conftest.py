@@ -2,7 +2,7 @@
 
 import pytest
 
-from steps import harness
+from steps.measure import harness
 
 
 def pytest_collection_modifyitems(config, items):

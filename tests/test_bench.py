@@ -16,7 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 import schedules
-from steps import bench, cli, harness, plot, references, shapeset, sweep, table
+from steps.commands import bench, cli, sweep
+from steps.measure import harness, references
+from steps.report import plot, table
+from steps.results import shapeset
 
 from .checks import one_line_error
 

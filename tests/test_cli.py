@@ -8,7 +8,8 @@ import sys
 import pytest
 
 import schedules
-from steps import bench, cli, crosscheck, cublas, harness, ladder, nvcc, sweep
+from steps.commands import bench, cli, crosscheck, cublas, ladder, sweep
+from steps.measure import harness, nvcc
 
 from .checks import one_line_error
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from steps import crosscheck
+from steps.commands import crosscheck
 
 FIXTURE = Path(__file__).parent / "data" / "ncu_cublas_512_splitk.csv"
 
@@ -53,7 +53,7 @@ def test_a_check_agrees_within_five_percent_only():
 
 
 def test_without_a_gpu_it_is_one_line(capsys):
-    from steps import harness
+    from steps.measure import harness
 
     if harness.gpu_present():
         pytest.skip("checks the no-GPU path")

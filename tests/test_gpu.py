@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import schedules
-from steps import harness, results
+from steps import results
+from steps.measure import harness
 
 pytestmark = pytest.mark.gpu
 

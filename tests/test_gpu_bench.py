@@ -9,7 +9,8 @@ import sys
 import pytest
 
 import schedules
-from steps import bench, harness
+from steps.commands import bench
+from steps.measure import harness
 
 pytestmark = pytest.mark.gpu
 

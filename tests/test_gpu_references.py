@@ -7,7 +7,7 @@ the guard's verdict on the real thing. dlight and MetaSchedule are built and che
 
 import pytest
 
-from steps import harness, references
+from steps.measure import harness, references
 
 pytestmark = pytest.mark.gpu
 

@@ -21,7 +21,7 @@ import tvm
 from tvm.script import tirx as T
 
 import schedules
-from steps import harness
+from steps.measure import harness
 
 pytestmark = pytest.mark.gpu
 

@@ -7,7 +7,8 @@ time per launch at HOST_BOUND_FRACTION (70%); the tables, results and gates read
 
 import pytest
 
-from steps import cli, harness
+from steps.commands import cli
+from steps.measure import harness
 
 
 @pytest.mark.parametrize("host_us, gpu_ms, bound", [

@@ -11,7 +11,9 @@ import sys
 import pytest
 
 import schedules
-from steps import cli, compare, harness, ladder, nvcc, references, results, roofline
+from steps import results
+from steps.commands import cli, compare, ladder
+from steps.measure import harness, nvcc, references, roofline
 
 from .checks import one_line_error
 
@@ -113,7 +115,7 @@ def test_repeated_steps_accumulate(capsys, monkeypatch):
 
 
 def test_sweep_rejects_sizes_over_the_int32_limit(capsys):
-    from steps import sweep
+    from steps.commands import sweep
 
     assert sweep.main(["--step", "7", "--sizes", "1024", "46341", "--dry-run"]) == 2
     out, err = capsys.readouterr()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from steps import results
-from steps.pipes import EXIT_BROKEN_PIPE
+from steps.report.pipes import EXIT_BROKEN_PIPE
 
 # Each writes to stdout without a GPU. (--help is no test: argparse swallows the error itself.)
 COMMANDS = [
@@ -25,7 +25,8 @@ COMMANDS = [
 # steps.cublas prints only with a GPU and CuPy: run its main with the harness faked.
 FAKE_CUBLAS = """
 import sys
-from steps import cublas, harness
+from steps.commands import cublas
+from steps.measure import harness
 harness.gpu_present = harness.cublas_available = lambda: True
 harness.gpu_arch = lambda: "sm_90"
 harness.environment = lambda: {"gpu": "NVIDIA Fake G100"}

@@ -8,7 +8,9 @@ import pytest
 from PIL import Image
 
 import schedules
-from steps import plot, results, roofline, table
+from steps import results
+from steps.measure import roofline
+from steps.report import plot, table
 
 from .test_results import _doc
 
@@ -141,7 +143,7 @@ def test_bandwidth_copy_kernel_builds_with_float4():
 
 def _write_references(gpu_dir, host_bound_dlight=False):
     """references.json beside the fixture: cuBLAS, dlight (optionally host-bound), MetaSchedule."""
-    from steps import references
+    from steps.measure import references
 
     def rows(gflops, bound=False):
         return [{"M": s, "N": s, "K": s, "median_ms": 1.0, "min_ms": 1.0, "max_ms": 1.0, "gflops": gflops,

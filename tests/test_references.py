@@ -5,7 +5,7 @@ import pytest
 
 import schedules
 from schedules import references as tvm_refs
-from steps import metaschedule, references
+from steps.measure import metaschedule, references
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_DB = references.metaschedule_dir(H100)
@@ -57,7 +57,8 @@ def test_parse_keys_rejects_unknown():
 
 
 def test_tune_without_its_packages_is_one_line(monkeypatch, capsys):
-    from steps import cublas, harness
+    from steps.commands import cublas
+    from steps.measure import harness
 
     monkeypatch.setattr(metaschedule, "missing_packages", lambda: ["cloudpickle"])
     monkeypatch.setattr(harness, "gpu_present", lambda: True)
@@ -67,7 +68,7 @@ def test_tune_without_its_packages_is_one_line(monkeypatch, capsys):
 
 
 def test_trials_without_tune_is_one_line(capsys):
-    from steps import cublas
+    from steps.commands import cublas
 
     assert cublas.main(["--trials", "8"]) == 2
     assert capsys.readouterr().err.strip() == "python -m steps.cublas: error: --trials is for --tune"

@@ -29,7 +29,8 @@ from schedules import padding
 from schedules.config import CooperativeFetchConfig, GridConfig, RegisterTileConfig, SharedTileConfig
 from schedules.matmul import matmul
 from schedules.transforms import hoist_init
-from steps import cli, harness, nvcc
+from steps.commands import cli
+from steps.measure import harness, nvcc
 
 from .checks import config_error, one_line_error
 

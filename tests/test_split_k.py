@@ -20,7 +20,8 @@ import tvm
 import schedules
 from schedules import padding, shape_rule, step10_tuned, step11_split_k
 from schedules.config import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, SplitKConfig
-from steps import harness, nvcc, sweep
+from steps.commands import sweep
+from steps.measure import harness, nvcc
 
 from .checks import config_error, one_line_error
 from .test_shapes import serial_cpu_build

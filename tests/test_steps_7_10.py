@@ -28,7 +28,8 @@ from schedules.config import (
     TunedConfig,
     WarpTileConfig,
 )
-from steps import harness, sweep
+from steps.commands import sweep
+from steps.measure import harness
 
 from .checks import config_error, one_line_error
 

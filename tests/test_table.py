@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-from steps import references, results, table
+from steps import results
+from steps.measure import references
+from steps.report import table
 
 from .checks import one_line_error
 from .test_results import _doc
@@ -99,7 +101,7 @@ def test_the_readme_shows_the_gpu_measured_last_and_links_the_others(tmp_path):
 
 
 def test_shape_block_falls_back_to_the_newest_gpu_that_has_one(tmp_path, monkeypatch):
-    from steps import bench
+    from steps.commands import bench
 
     _save_steps(tmp_path, gpu="NVIDIA H200", date="2026-11-21T00:00:00+00:00")
     _save_steps(tmp_path, gpu="NVIDIA H100 80GB HBM3", date="2026-11-22T00:00:00+00:00")

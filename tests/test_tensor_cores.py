@@ -19,7 +19,8 @@ import tvm
 import schedules
 from schedules import step14_3xtf32, tensor_intrin as ti
 from schedules.config import TensorCoreConfig, TensorCorePipelineConfig, TF32x3Config
-from steps import cli, harness, nvcc
+from steps.commands import cli
+from steps.measure import harness, nvcc
 
 from .checks import config_error
 

@@ -12,7 +12,7 @@ import pytest
 
 import schedules
 from schedules.config import GridConfig
-from steps import harness, worker
+from steps.measure import harness, worker
 
 from .fake_worker import EXIT, HANG, OK, SEGFAULT, STICKY_FAULT, fake_serve
 

@@ -14,7 +14,7 @@ import numpy as np
 import tvm
 
 import schedules
-from steps.harness import random_operands
+from steps.measure.harness import random_operands
 
 step, size = int(sys.argv[1]), int(sys.argv[2])
 s = schedules.get_step(step)

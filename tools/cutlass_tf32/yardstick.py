@@ -85,7 +85,7 @@ def measure(build_dir: str, sizes, rounds: int, repeat: int, best: int) -> dict:
     import cupy as cp
 
     import schedules
-    from steps import harness
+    from steps.measure import harness
 
     lib, configs = load_library(build_dir)
     runner = harness.KernelRunner(repeat=repeat, isolate=False)
@@ -140,7 +140,7 @@ def once(build_dir: str, names, n: int) -> None:
     import tvm
 
     import schedules
-    from steps import harness
+    from steps.measure import harness
 
     lib, _ = load_library(build_dir)
     a, b = harness.random_operands(n, n, n, np.random.default_rng(n))

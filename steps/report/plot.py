@@ -35,7 +35,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from . import results, roofline
+from .. import results
+from ..measure import roofline
 from .pipes import quiet_broken_pipe
 
 PALETTE_COLOURS = 128
@@ -91,7 +92,7 @@ PLOTTED_REFERENCES = {"dlight": "dlight", "metaschedule": "Meta-Schedule"}
 def reference_docs(gpu_dir: Path, docs: list[dict]) -> list[dict]:
     """references.json's dlight and MetaSchedule rows, shaped like step documents (their
     % cuBLAS against the cuBLAS fp32 row of the same run), for the bar plots."""
-    from . import references
+    from ..measure import references
 
     ref_doc = references.load(gpu_dir)
     if ref_doc is None:
@@ -366,7 +367,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
     """Each step per shape of the set, grouped by class: TFLOPS (log scale, cuBLAS as a black
     tick) above, the ratio to cuBLAS strict fp32 below (1.0 solid, the issue's 0.9 dashed).
     Host-bound bars are cross-hatched and their ratios are not kernel-time ratios."""
-    from . import bench
+    from ..commands import bench
 
     if not doc["method"].get("timed", True):
         return f"skipped {path.name}: the run only checked correctness (--check-only); nothing was timed"
@@ -460,7 +461,7 @@ def _hatch_host_bound(bars, rows, base_rows=None) -> None:
 
 def render_shapes(gpu_dir: Path) -> str:
     """shapes.png from gpu_dir's shapes.json (steps.bench writes both); one line."""
-    from . import bench
+    from ..commands import bench
 
     doc = bench.load(gpu_dir)
     path = Path(gpu_dir) / bench.PLOT_NAME

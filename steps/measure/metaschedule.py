@@ -27,7 +27,7 @@ from pathlib import Path
 from schedules import references as tvm_refs
 from schedules.matmul import matmul
 
-from . import results
+from .. import results
 
 DEFAULT_TRIALS = 128
 # A candidate's build (tvm.compile, then export_library's host link) in MetaSchedule's builder

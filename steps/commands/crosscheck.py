@@ -39,7 +39,9 @@ import numpy as np
 import schedules
 from schedules import ConfigError
 
-from . import cli, harness, references, results
+from . import cli
+from ..measure import harness, references
+from .. import results
 
 PROG = "python -m steps.crosscheck"
 METRIC = "gpu__time_duration.sum"

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from schedules import references as tvm_refs
 
-from . import harness, results
+from . import harness
+from .. import results
 
 SCHEMA = "references-1"
 

@@ -20,7 +20,8 @@ import sys
 
 from schedules import ConfigError
 
-from . import cli, harness, references
+from . import cli
+from ..measure import harness, references
 
 PROG = "python -m steps.cublas"
 
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
         if args.trials is not None and not args.tune:
             raise cli.UsageError("--trials is for --tune")
         if args.tune:
-            from . import metaschedule
+            from ..measure import metaschedule
 
             missing = metaschedule.missing_packages()
             if missing:
@@ -99,7 +100,7 @@ def main(argv=None) -> int:
         return cli.EXIT_USAGE
     env = harness.environment()
     if args.tune:
-        from . import metaschedule
+        from ..measure import metaschedule
 
         trials = args.trials or metaschedule.DEFAULT_TRIALS
         directory = metaschedule.tune(shapes, arch, trials, env, log=lambda s: print(s, file=sys.stderr, flush=True))

@@ -40,7 +40,10 @@ from pathlib import Path
 import schedules
 from schedules import ConfigError
 
-from . import cli, harness, ladder, nvcc, references, results, shapeset, sweep
+from . import cli, ladder, sweep
+from ..measure import harness, nvcc, references
+from .. import results
+from ..results import shapeset
 
 PROG = "python -m steps.bench"
 SCHEMA = "shapes-1"
@@ -718,7 +721,7 @@ def _num(value) -> str:
 
 def save(doc: dict, results_dir: Path) -> None:
     """shapes.json and shapes.csv (each whole or not at all), then the plot and the README."""
-    from . import plot, table
+    from ..report import plot, table
 
     validate(doc)
     gpu_dir = Path(results_dir) / results.gpu_slug(doc["environment"]["gpu"])

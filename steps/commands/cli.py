@@ -20,8 +20,9 @@ from pathlib import Path
 import schedules
 from schedules import ConfigError
 
-from . import harness, nvcc, results
-from .pipes import quiet_broken_pipe  # every CLI's main: quiet when stdout's reader has gone
+from ..measure import harness, nvcc
+from .. import results
+from ..report.pipes import quiet_broken_pipe  # every CLI's main: quiet when stdout's reader has gone
 
 DEFAULT_SIZES = (512, 1024, 2048)
 DEFAULT_REPEAT = 30
@@ -494,7 +495,7 @@ def benchmark(step, sizes, configs, arch, args) -> int:
         else:
             row.prior_gflops = harness.time_numpy(M, N, K, seed=args.seed).gflops(M, N, K)
         if with_cublas:
-            from . import references
+            from ..measure import references
 
             c = references.measure(references.baseline(step), size, runner, arch, env.get("gpu"), args.repeat,
                                    args.seed)

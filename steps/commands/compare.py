@@ -13,7 +13,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cli, harness, results
+from . import cli
+from ..measure import harness
+from .. import results
 
 DROP_FLAG = 0.85  # after / before below this is flagged: beyond timing noise, a real loss
 

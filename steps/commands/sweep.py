@@ -46,7 +46,9 @@ from pathlib import Path
 import schedules
 from schedules import ConfigError
 
-from . import cli, harness, results
+from . import cli
+from ..measure import harness
+from .. import results
 
 # Searched in three stages, each around the best few of the one before.
 STAGES = (

@@ -30,7 +30,7 @@ from pathlib import Path
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 REQUIRED_ROW_KEYS = ("M", "N", "K", "config", "median_ms", "min_ms", "max_ms", "gflops", "rel_err",
                      "prior", "speedup_vs_prior", "cublas_gflops", "pct_cublas")
 GUARD_ROW_KEYS = ("host_us", "host_bound", "cublas_host_bound")  # required from schema 2 on

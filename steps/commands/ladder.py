@@ -28,7 +28,9 @@ from pathlib import Path
 import schedules
 from schedules import ConfigError
 
-from . import cli, compare, harness, nvcc, references, results, roofline
+from . import cli, compare
+from ..measure import harness, nvcc, references, roofline
+from .. import results
 
 PROG = "python -m steps"
 
@@ -461,7 +463,7 @@ def _num(value) -> str:
 def save(steps, shapes, rows, args, arch, measured_refs: dict | None = None) -> None:
     """Write what passed, atomically; then the references, the CSV, the measured roofs, plots
     and the README table."""
-    from . import plot, table
+    from ..report import plot, table
 
     env = harness.environment()  # now that the GPU is warm: clocks under load
     gpu_dir = Path(args.results_dir) / results.gpu_slug(env["gpu"])

@@ -27,7 +27,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI (pyproject.toml)
     import tomli as tomllib
 
-SHAPES_PATH = Path(__file__).resolve().parent.parent / "bench" / "shapes.toml"
+SHAPES_PATH = Path(__file__).resolve().parents[2] / "bench" / "shapes.toml"
 VERSION = 1
 MAX_BYTES = 1 << 30  # A, B and C of one shape together: "fits easily" on any GPU the ladder times
 MAX_ELEMENTS = 2**31  # schedules.config.MAX_ELEMENTS, repeated so this module needs no TVM
