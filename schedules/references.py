@@ -4,7 +4,7 @@
   ``gpu.Fallback()``, applied to the unscheduled matmul with no tuning. What a TVM user gets
   from a model compiled with the default pipeline.
 - **MetaSchedule** (``tvm.s_tir.meta_schedule``): TVM's auto-scheduler, tuned on the GPU once
-  per GPU model and size by ``python -m steps.cublas --tune`` (steps/metaschedule.py). The best
+  per GPU model and size by ``python -m steps.cublas --tune`` (steps/measure/metaschedule.py). The best
   schedule per size is committed as a small JSON database under
   ``schedules/tuned/metaschedule/<gpu-slug>/``; building replays it, so no run re-tunes.
 

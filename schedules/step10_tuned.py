@@ -26,7 +26,7 @@ differ only in unroll_k it is worth a median +17% / +18% / +13% (512 / 1024 / 20
 winning tiles +33% / +22% / +13%), not the predicted 0-5%: nvcc did not unroll the k-run
 loop by itself. Tuning moved the 1024 tile furthest from step 9's.
 On an H100 80GB HBM3 (2026-11-22, the same tuned configs, kernel time: cuBLAS replayed from a
-CUDA graph, every number host-guarded, steps/harness.py): 24.1 / 41.1 / 45.0 TFLOPS, 113% / 107%
+CUDA graph, every number host-guarded, steps/measure/harness.py): 24.1 / 41.1 / 45.0 TFLOPS, 113% / 107%
 / 90% of cuBLAS strict fp32 (21.3 / 38.6 / 50.3 TFLOPS), 2.1x / 2.3x / 2.4x TVM's default dlight
 schedule and 1.8x / 1.7x / 1.6x MetaSchedule after 128 trials, in the same run. (The earlier
 "205% of cuBLAS at 512" timed cuBLAS through ``cupy.matmul``, whose host time per call exceeds

@@ -1,16 +1,26 @@
-"""Command-line front ends for the ladder: ``python -m steps.stepN``.
+"""The ladder's commands: ``python -m steps.stepN``, ``python -m steps`` and the tools beside them.
 
-Each stepN module is a thin wrapper over :mod:`steps.cli`; the GPU work lives in
-:mod:`steps.harness`, result files in :mod:`steps.results`, nvcc reports in :mod:`steps.nvcc`.
+Every module at the top of this package is an entry point, two lines over the code below it:
 
-``python -m steps.stepN`` for a number with no stepN.py (``steps.step99``) runs the same CLI
-with that number, through the finder below: a step in the registry runs, and any other number
-gets the CLI's one-line error (``unknown step 99; steps are 1-14``, the range read from
-schedules.STEPS) instead of Python's "No module named steps.step99".
+    step1.py … step14.py   python -m steps.stepN    one step: build, check, time (commands/cli.py)
+    __main__.py            python -m steps          the whole ladder (commands/ladder.py)
+    bench.py  sweep.py  cublas.py  crosscheck.py    commands/<name>.py
+    plot.py  table.py                               report/<name>.py
+
+The packages, each importing only from those below it (tests/test_layout.py holds them to it):
+
+    commands/   what each command does: its options, its run, what it prints
+    report/     renders saved results: the README's tables, the plots
+    measure/    builds, checks and times on the GPU: harness, worker, references, nvcc
+    results/    the files runs write and read, and their models: no TVM, no GPU
+    (schedules/ underneath all of them: pure IR)
+
+``python -m steps.stepN`` for a number with no stepN.py (``steps.step99``) would be Python's
+"No module named steps.step99"; ``_no_such_step`` below makes it the step command's one-line
+error and exit 2 (``unknown step 99; steps are 1-14``, the range read from schedules.STEPS).
+docs/maintaining.md has the map with each module's job.
 """
 
-import importlib.abc
-import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -18,34 +28,29 @@ from pathlib import Path
 _STEP_MODULE = re.compile(rf"{re.escape(__name__)}\.step(0|[1-9][0-9]*)")
 
 
-class _StepCLILoader(importlib.abc.InspectLoader):
-    """``python -m`` (runpy) runs a module from ``get_code``: here, ``steps.cli.main(N)``."""
-
-    def __init__(self, number: int):
-        self.number = number
-
-    def get_source(self, fullname):
-        return ("from steps.commands.cli import main\n"
-                "if __name__ == '__main__':\n"
-                f"    raise SystemExit(main({self.number}))\n")
-
-    def exec_module(self, module):
-        # A plain import of a step with no module stays an import error, as before.
-        raise ModuleNotFoundError(f"No module named {module.__name__!r} (python -m runs it as step "
-                                  f"{self.number} of the ladder)", name=module.__name__)
+def _python_m_target() -> str | None:
+    """The module ``python -m`` is looking for, while it looks: Python sets sys.argv[0] to
+    "-m" until the module is found, and sys.orig_argv keeps the command line as typed."""
+    if sys.argv[:1] != ["-m"]:
+        return None
+    argv = getattr(sys, "orig_argv", [])
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg == "-m":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if arg.startswith("-m") and not arg.startswith("--"):
+            return arg[2:]
+    return None
 
 
-class _StepCLIFinder(importlib.abc.MetaPathFinder):
-    """Last on sys.meta_path, so it sees only steps.stepN names no file provides."""
+def _no_such_step() -> None:
+    """``python -m steps.stepN`` with no steps/stepN.py: run the step command for N, which
+    prints its one-line error (exit 2). Any other import of this package goes on as usual."""
+    match = _STEP_MODULE.fullmatch(_python_m_target() or "")
+    if match is None or Path(__file__).with_name(f"step{match[1]}.py").exists():
+        return
+    from .commands.cli import main
 
-    def find_spec(self, fullname, path=None, target=None):
-        match = _STEP_MODULE.fullmatch(fullname)
-        if match is None:
-            return None
-        # runpy makes the origin sys.argv[0], which TVM reads: the file whose code runs.
-        origin = str(Path(__file__).parent / "commands" / "cli.py")
-        return importlib.util.spec_from_loader(fullname, _StepCLILoader(int(match[1])), origin=origin)
+    raise SystemExit(main(int(match[1])))
 
 
-if not any(isinstance(f, _StepCLIFinder) for f in sys.meta_path):
-    sys.meta_path.append(_StepCLIFinder())
+_no_such_step()

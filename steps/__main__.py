@@ -1,4 +1,4 @@
-"""python -m steps: every step of the ladder in one run; see steps/ladder.py and --help."""
+"""python -m steps: every step of the ladder in one run; see steps/commands/ladder.py and --help."""
 
 from .commands.ladder import main
 

@@ -1,4 +1,4 @@
-"""A fake measurement server for tests/test_worker.py: steps.worker.serve's protocol, no TVM.
+"""A fake measurement server for tests/test_worker.py: steps.measure.harness.serve's protocol, no TVM.
 
 Kept free of heavy imports so each spawned fake worker starts in a fraction of a second.
 What it does is chosen by M; after STICKY_FAULT every later request in the same process

@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 import schedules
-from steps.commands import bench, cli, sweep
+from steps.commands import bench, cli, options, sweep
 from steps.measure import harness, references
 from steps.report import plot, table
-from steps.results import shapeset
+from steps.results import shapes, shapeset
 
 from .checks import one_line_error
 
@@ -343,7 +343,7 @@ def test_a_run_saves_json_csv_and_plot(tmp_path, fake_gpu, capsys, shape_set):
     assert fake_run(tmp_path, ["--save"]) == 0
     out = capsys.readouterr().out
     gpu_dir = tmp_path / "fake-gpu-80gb"
-    doc = bench.load(gpu_dir)
+    doc = shapes.load(gpu_dir)
     assert doc["shape_set"]["complete"] and doc["shape_set"]["sha256"] == shape_set.sha256
     assert [i["key"] for i in doc["implementations"]] == ["step9", "step10", "cublas"]
     assert len(doc["results"]) == 3 * len(shape_set.shapes())
@@ -351,7 +351,7 @@ def test_a_run_saves_json_csv_and_plot(tmp_path, fake_gpu, capsys, shape_set):
     row = next(r for r in doc["results"] if r["impl"] == "step10" and (r["M"], r["N"], r["K"]) == (2048, 2048, 2048))
     assert row["config"] == schedules.get_step(10).default_config(2048, 2048, 2048).as_dict()
     lines = (gpu_dir / "shapes.csv").read_text().splitlines()
-    assert lines[0].split(",") == list(bench.CSV_FIELDS) and len(lines) == 1 + len(doc["results"])
+    assert lines[0].split(",") == list(shapes.CSV_FIELDS) and len(lines) == 1 + len(doc["results"])
     assert "square,2048,2048,2048,step10,step 10 (unroll + tuning),50000," in "\n".join(lines)
     assert (gpu_dir / "shapes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"saved {gpu_dir / 'shapes.json'}" in out
@@ -385,7 +385,7 @@ def test_the_report_gives_ratios_geomeans_and_worst_shapes(tmp_path, fake_gpu, c
     assert "33x65x129" not in summary.split("below 0.9x cuBLAS:")[1]  # host-bound: not a kernel-time ratio
     assert "\nbelow 0.9x cuBLAS: " + ", ".join(  # step 9: every shape, at 0.5x
         f"{s} 0.50x ({c})" for c, s in [("square", "256x256x256")]) in out
-    assert "33x65x129" in out and "(†)" in out and cli.HOST_LEGEND in out
+    assert "33x65x129" in out and "(†)" in out and options.HOST_LEGEND in out
     step9 = out.split("step 9 (warp tiling) against")[1].split("step 10 (unroll")[0]
     assert "0.50x" in step9
 
@@ -406,15 +406,15 @@ def test_summaries_from_a_saved_document(tmp_path, fake_gpu, capsys):
     fake_jobs({(10, (997, 1009, 1013))})(jobs, 1, lambda job, res: measured.setdefault(
         (bench._impl_of_job(job, impls).key, job[2]), harness.Measurement(**res)))
     doc = bench.document(impls, items, configs, measured, FAKE_ENV, args, shape_set)
-    assert bench.validate(doc) is doc and not doc["shape_set"]["complete"]
-    stats = {s.name: s for s in bench.summarize(doc, "step10")}
+    assert shapes.validate(doc) is doc and not doc["shape_set"]["complete"]
+    stats = {s.name: s for s in shapes.summarize(doc, "step10")}
     assert stats["odd"].failed == [(997, 1009, 1013)] and stats["odd"].host_bound == [(33, 65, 129)]
     assert len(stats["odd"].ratios) == 6
     assert stats["odd"].geomean == pytest.approx(math.exp((math.log(1.25) + 5 * math.log(0.8)) / 6))
     assert stats["degenerate"].worst[1] == pytest.approx(0.8)
-    assert stats[bench.ALL].shapes == 13 and len(stats[bench.ALL].ratios) == 11
-    assert bench.ratio(doc, "step10", (997, 1009, 1013)) == (None, "failed")
-    assert bench.ratio(doc, "step10", (33, 65, 129))[1] == "host-bound"
+    assert stats[shapes.ALL].shapes == 13 and len(stats[shapes.ALL].ratios) == 11
+    assert shapes.ratio(doc, "step10", (997, 1009, 1013)) == (None, "failed")
+    assert shapes.ratio(doc, "step10", (33, 65, 129))[1] == "host-bound"
     block = table.shapes_summary(doc)
     assert f"| odd | 8 | {stats['odd'].geomean:.2f}× | 1000×1500×700 0.80× (1†, 1 failed left out) |" in block
     assert "part of the 13 shapes" in block
@@ -449,7 +449,7 @@ def test_the_plot_renders_from_fake_data_and_skips_a_check_only_run(tmp_path, fa
     assert plot.render_shapes(gpu_dir) == f"wrote {gpu_dir / 'shapes.png'}"
     assert (gpu_dir / "shapes.png").stat().st_size > 20_000
     assert plot.render_gpu_dir(gpu_dir)[-1] == f"wrote {gpu_dir / 'shapes.png'}"
-    doc = bench.load(gpu_dir)
+    doc = shapes.load(gpu_dir)
     doc["method"]["timed"] = False
     assert plot.plot_shapes(doc, tmp_path / "x.png").startswith("skipped x.png")
     assert plot.render_shapes(tmp_path).startswith("skipped shapes.png")
@@ -464,10 +464,10 @@ def test_check_only_reports_ok_without_timing(tmp_path, fake_gpu, capsys):
 
 
 def test_validate_rejects_a_bad_document():
-    with pytest.raises(bench.ShapesError):
-        bench.validate({"schema": "other"})
-    with pytest.raises(bench.ShapesError, match="lacks"):
-        bench.validate({"schema": bench.SCHEMA})
+    with pytest.raises(shapes.ShapesError):
+        shapes.validate({"schema": "other"})
+    with pytest.raises(shapes.ShapesError, match="lacks"):
+        shapes.validate({"schema": shapes.SCHEMA})
 
 
 # --- the worker's job function, with the GPU faked -------------------------------------------------

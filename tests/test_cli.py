@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import schedules
-from steps.commands import bench, cli, crosscheck, cublas, ladder, sweep
+from steps.commands import bench, cli, crosscheck, cublas, ladder, options, sweep
 from steps.measure import harness, nvcc
 
 from .checks import one_line_error
@@ -94,7 +94,7 @@ def test_sweep_workers_default_to_the_cpu_count(monkeypatch, cpus, workers):
 
 def test_repeated_sizes_accumulate(monkeypatch, capsys):
     args = cli.step_parser("p", "d").parse_args(["--sizes", "512", "--sizes", "1024", "2048", "--sizes", "512"])
-    assert cli.requested_shapes(args) == [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048)]
+    assert options.requested_shapes(args) == [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048)]
     monkeypatch.setattr(nvcc, "available", lambda: False)
     assert cli.main(1, ["--build-only", "--sizes", "64", "--sizes", "128"]) == 0
     out = capsys.readouterr().out
@@ -118,12 +118,12 @@ SUPPORTED = ", ".join(schedules.VALID_ARCHS)
     ("sm_80", "sm_75", False, "sm_80"),  # --arch on an unsupported GPU, building only: as asked, no note
 ])
 def test_resolve_arch_without_a_note(requested, gpu, timing, arch):
-    assert cli.resolve_arch(requested, gpu, timing) == (arch, None)
+    assert options.resolve_arch(requested, gpu, timing) == (arch, None)
 
 
 @pytest.mark.parametrize("gpu", ["sm_75", "sm_100", "sm_120", "sm_70"])
 def test_an_unsupported_gpu_builds_for_sm_90_with_a_note(gpu):
-    arch, note = cli.resolve_arch(None, gpu, timing=False)
+    arch, note = options.resolve_arch(None, gpu, timing=False)
     assert arch == "sm_90"
     assert "\n" not in note and gpu in note and SUPPORTED in note and "--arch" in note
 
@@ -131,8 +131,8 @@ def test_an_unsupported_gpu_builds_for_sm_90_with_a_note(gpu):
 @pytest.mark.parametrize("requested", [None, "sm_90"])
 @pytest.mark.parametrize("gpu", ["sm_75", "sm_100", "sm_120"])
 def test_an_unsupported_gpu_cannot_time(gpu, requested):
-    with pytest.raises(cli.UsageError) as info:
-        cli.resolve_arch(requested, gpu, timing=True)
+    with pytest.raises(options.UsageError) as info:
+        options.resolve_arch(requested, gpu, timing=True)
     msg = str(info.value)
     assert "\n" not in msg and f"this GPU is {gpu}" in msg and SUPPORTED in msg
     assert "--build-only --arch sm_90" in msg
@@ -140,7 +140,7 @@ def test_an_unsupported_gpu_cannot_time(gpu, requested):
 
 def test_an_unknown_requested_arch_is_still_an_error():
     with pytest.raises(schedules.ConfigError, match="unknown arch 'sm_75'"):
-        cli.resolve_arch("sm_75", "sm_90", timing=False)
+        options.resolve_arch("sm_75", "sm_90", timing=False)
 
 
 @pytest.fixture
@@ -194,16 +194,12 @@ def test_python_m_an_unknown_step_is_one_line_exit_2(number):
                            f"steps are {FIRST}-{LAST}\n")
 
 
-def test_a_registered_step_without_a_module_runs_the_step_cli():
-    """The finder serves any steps.stepN no file provides: a step added to the registry runs
-    without a stepN.py (shown with step 4, its file bypassed)."""
-    code = ("import sys, steps\n"
-            "spec = steps._StepCLIFinder().find_spec('steps.step4')\n"
-            "sys.argv = ['x', '--build-only', '--sizes', '64']\n"
-            "exec(spec.loader.get_code('steps.step4'), {'__name__': '__main__'})\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("number", [12, 14])
+def test_a_tensor_core_step_runs_from_its_own_file(number):
+    """Steps 12-14 have a stepN.py like steps 1-11 (they were served by an import hook)."""
+    proc = run(f"steps.step{number}", "--build-only", "--sizes", "128")
     assert proc.returncode == 0, proc.stderr
-    assert "step 4: cooperative fetch" in proc.stdout and "64x64x64" in proc.stdout
+    assert f"step {number}: {schedules.get_step(number).name}" in proc.stdout and "128x128x128" in proc.stdout
 
 
 def test_importing_an_unknown_step_is_still_an_import_error():
@@ -280,14 +276,14 @@ def test_config_changes_the_tuned_config_at_every_size(capsys):
     for size in sizes:
         want = tuned[size].__class__.from_dict({**tuned[size].as_dict(), "vector": 2, "block_k": 16})
         assert want != tuned[size]
-        row = next(line for line in out.splitlines() if line.strip().startswith(cli._size(size)))
-        assert row.split()[2] == str(want.shared_bytes) and cli._config_text(want) in row
+        row = next(line for line in out.splitlines() if line.strip().startswith(options._size(size)))
+        assert row.split()[2] == str(want.shared_bytes) and options._config_text(want) in row
 
 
 def test_config_is_parsed_and_merged():
     args = cli.step_parser("p", "d").parse_args(["--config", "stages=2, pad_a=4", "--config", "stages=2"])
-    assert cli.config_overrides(args) == {"stages": 2, "pad_a": 4}
-    assert cli.config_overrides(cli.step_parser("p", "d").parse_args([])) == {}
+    assert options.config_overrides(args) == {"stages": 2, "pad_a": 4}
+    assert options.config_overrides(cli.step_parser("p", "d").parse_args([])) == {}
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU path")
@@ -375,8 +371,8 @@ def test_explain_header_shows_both_configs_and_the_docstring():
     cfg = step.default_config(512, 512, 512)
     shared = prior.Config(**{k: v for k, v in cfg.as_dict().items() if k != "vector"})
     head = proc.stdout[:proc.stdout.index("\n--- ")]
-    assert f"# step 4 config: {cli._config_text(cfg)}\n" in head
-    assert f"# step 3 config: {cli._config_text(shared)} (step 4's, so the diff is the idea alone" in head
+    assert f"# step 4 config: {options._config_text(cfg)}\n" in head
+    assert f"# step 3 config: {options._config_text(shared)} (step 4's, so the diff is the idea alone" in head
     assert shared != prior.default_config(512, 512, 512)  # the case the issue saw: block_n 32 -> 64
     for line in step.doc.strip().splitlines():
         assert f"# {line}".rstrip() in head.splitlines()
@@ -386,7 +382,7 @@ def test_explain_tuned_prior_header_names_the_priors_own_config():
     proc = run("steps.step4", "--explain", "--sizes", "512", "--tuned-prior")
     assert proc.returncode == 0, proc.stderr
     prior_cfg = schedules.get_step(3).default_config(512, 512, 512)
-    assert f"# step 3 config: {cli._config_text(prior_cfg)} (step 3's own tuned config, --tuned-prior)" in proc.stdout
+    assert f"# step 3 config: {options._config_text(prior_cfg)} (step 3's own tuned config, --tuned-prior)" in proc.stdout
 
 
 @pytest.mark.parametrize("step", schedules.STEPS[1:], ids=lambda s: f"step{s.number}")
@@ -428,7 +424,7 @@ def test_explain_falls_back_to_the_priors_tuned_config_when_the_steps_does_not_f
     assert proc.returncode == 0, proc.stderr
     tuned = schedules.get_step(1).default_config(1024, 1024, 1024)
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("# step 1 config:"))
-    assert line == (f"# step 1 config: {cli._config_text(tuned)} (step 1's own tuned config: step 2's does "
+    assert line == (f"# step 1 config: {options._config_text(tuned)} (step 1's own tuned config: step 2's does "
                     f"not fit step 1: 4096 threads per block (64x64) exceeds the limit of 1024)")
 
 
@@ -470,10 +466,10 @@ def test_explain_is_cut_at_400_lines_unless_full():
     full = run("steps.step10", "--explain", "--shape", "1000", "1500", "700", "--full")
     assert cut.returncode == 0 and full.returncode == 0, cut.stderr + full.stderr
     lines, all_lines = cut.stdout.splitlines(), full.stdout.splitlines()
-    assert len(all_lines) > cli.EXPLAIN_LINES
-    assert len(lines) == cli.EXPLAIN_LINES + 1
-    assert lines[:-1] == all_lines[:cli.EXPLAIN_LINES]
-    assert lines[-1] == (f"# ... {len(all_lines) - cli.EXPLAIN_LINES} more lines not shown "
+    assert len(all_lines) > options.EXPLAIN_LINES
+    assert len(lines) == options.EXPLAIN_LINES + 1
+    assert lines[:-1] == all_lines[:options.EXPLAIN_LINES]
+    assert lines[-1] == (f"# ... {len(all_lines) - options.EXPLAIN_LINES} more lines not shown "
                          f"(--full shows all {len(all_lines)})")
     assert "more lines not shown" not in full.stdout
 

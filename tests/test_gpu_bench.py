@@ -10,6 +10,7 @@ import pytest
 
 import schedules
 from steps.commands import bench
+from steps.results import shapes
 from steps.measure import harness
 
 pytestmark = pytest.mark.gpu
@@ -51,15 +52,15 @@ def test_every_step_is_correct_on_degenerate_shapes_check_only():
 def test_save_writes_the_results_of_a_whole_set(tmp_path):
     if not harness.cublas_available():
         pytest.skip("CuPy or libcublas missing: pip install -e \".[cublas]\"")
-    shapes = tmp_path / "shapes.toml"
-    shapes.write_text('version = 1\n[[class]]\nname = "tiny"\nrationale = "a test"\n'
+    shape_file = tmp_path / "shapes.toml"
+    shape_file.write_text('version = 1\n[[class]]\nname = "tiny"\nrationale = "a test"\n'
                       'shapes = [[64, 64, 64], [1, 256, 128]]\n')
     results_dir = tmp_path / "results"
-    proc = run("--shape-set", str(shapes), "--save", "--results-dir", str(results_dir), "--repeat", "3",
+    proc = run("--shape-set", str(shape_file), "--save", "--results-dir", str(results_dir), "--repeat", "3",
                "--workers", "2")
     assert proc.returncode == 0, proc.stderr
     (gpu_dir,) = results_dir.iterdir()
-    doc = bench.load(gpu_dir)
+    doc = shapes.load(gpu_dir)
     assert doc["shape_set"]["complete"] and len(doc["results"]) == 4
     assert all(r["error"] is None and r["rel_err"] <= 1e-5 and r["gflops"] > 0 for r in doc["results"])
     assert (gpu_dir / "shapes.csv").exists() and (gpu_dir / "shapes.png").exists()

@@ -1,6 +1,6 @@
 """On a CUDA GPU: the reference rows are correct and timed as kernel time, not host time.
 
-The cuBLAS baseline replays captured calls from a CUDA graph (steps/harness.time_graph), so the
+The cuBLAS baseline replays captured calls from a CUDA graph (steps/measure/harness.time_graph), so the
 host's submission per GEMM must be far below the GEMM's GPU time at every ladder size: this is
 the guard's verdict on the real thing. dlight and MetaSchedule are built and checked like steps.
 """

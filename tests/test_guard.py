@@ -7,7 +7,7 @@ time per launch at HOST_BOUND_FRACTION (70%); the tables, results and gates read
 
 import pytest
 
-from steps.commands import cli
+from steps.commands import cli, options
 from steps.measure import harness
 
 
@@ -87,8 +87,8 @@ def test_step_table_marks_a_host_bound_row_and_its_cublas():
     row = cli.Row(size, m, None, "step 9", prior_gflops=1000.0, cublas_gflops=9000.0, cublas_host_bound=True)
     text = cli.format_table([row])
     line = next(line for line in text.splitlines() if line.strip().startswith("512x512x512"))
-    assert line.endswith(cli.HOST_MARK) and "22.6" in line
-    assert "cuBLAS at this size is host-bound" in text and cli.HOST_LEGEND in text
+    assert line.endswith(options.HOST_MARK) and "22.6" in line
+    assert "cuBLAS at this size is host-bound" in text and options.HOST_LEGEND in text
 
 
 def test_check_error_never_passes_nan():

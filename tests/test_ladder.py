@@ -12,7 +12,7 @@ import pytest
 
 import schedules
 from steps import results
-from steps.commands import cli, compare, ladder
+from steps.commands import cli, compare, ladder, options
 from steps.measure import harness, nvcc, references, roofline
 
 from .checks import one_line_error
@@ -211,7 +211,7 @@ def test_ladder_table_from_fake_measurements():
     cublas = next(line for line in lines if line.startswith("cuBLAS fp32")).split()
     assert "4000" in cublas and "8000" in cublas and cublas.count("100%") == 2
     assert any("numpy (CPU)" in line for line in lines)
-    assert cli.HOST_MARK not in text  # nothing host-bound: no marker, no legend
+    assert options.HOST_MARK not in text  # nothing host-bound: no marker, no legend
 
 
 def _timed(size, gflops, host_us=1.0, error=None):
@@ -232,11 +232,11 @@ def test_ladder_table_marks_host_bound_cells_and_lists_the_references():
             (references.CUBLAS_TF32.key, size): _timed(size, 16000.0)}
     lines = ladder.format_ladder_table([s1], [size], rows, refs).splitlines()
     step1 = next(line for line in lines if line.startswith("1. tiled grid")).split()
-    assert step1[3] == f"1000{cli.HOST_MARK}"
+    assert step1[3] == f"1000{options.HOST_MARK}"
     assert next(line for line in lines if line.startswith("TVM dlight")).split()[-2:] == ["2000", "50%"]
     assert next(line for line in lines if line.startswith("cuBLAS TF32")).split()[-2:] == ["16000", "400%"]
     assert any("reduced precision" in line and "tolerance" in line for line in lines)
-    assert lines[-1] == cli.HOST_LEGEND
+    assert lines[-1] == options.HOST_LEGEND
 
 
 # --- the GPU path, with the harness faked -----------------------------------------------------------
@@ -383,7 +383,7 @@ def test_compare_refuses_a_host_bound_measurement(fake_gpu, tmp_path, capsys):
     assert code == 0
     line = next(line for line in out.splitlines() if line.strip().startswith("256x256x256") and "not compared" in line)
     assert "host-bound now" in line and "DROP" not in line
-    assert f"4000{cli.HOST_MARK}" in out and cli.HOST_LEGEND in out
+    assert f"4000{options.HOST_MARK}" in out and options.HOST_LEGEND in out
 
 
 def test_save_without_bandwidth_still_saves_steps_and_skips_roofline(fake_gpu, tmp_path, monkeypatch, capsys):
@@ -466,7 +466,7 @@ def test_compare_bad_file_is_one_line_exit_2(tmp_path, content, words, capsys):
 
 def test_compare_other_steps_file_is_rejected():
     path = results.RESULTS_DIR / "nvidia-h200" / "step5.json"
-    with pytest.raises(cli.UsageError, match="holds step 5's results, not step 4's"):
+    with pytest.raises(options.UsageError, match="holds step 5's results, not step 4's"):
         compare.load_before(path, 4)
 
 

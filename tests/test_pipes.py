@@ -1,5 +1,5 @@
 """Every CLI piped into `head`: a reader that stops reading ends the program quietly, with no
-BrokenPipeError traceback (steps/pipes.py)."""
+BrokenPipeError traceback (steps/report/pipes.py)."""
 
 import os
 import shutil

@@ -20,7 +20,7 @@ import tvm
 import schedules
 from schedules import padding, shape_rule, step10_tuned, step11_split_k
 from schedules.config import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, SplitKConfig
-from steps.commands import sweep
+from steps.commands import options, sweep
 from steps.measure import harness, nvcc
 
 from .checks import config_error, one_line_error
@@ -239,7 +239,7 @@ def test_read_shape_file_formats(tmp_path):
                     '[other]\nlist = [{M = 3, N = 5, K = 7}]\n')
     assert sweep.read_shape_file(path) == [(1, 2048, 2048), (512, 512, 512), (768, 768, 768), (3, 5, 7)]
     path.write_text("title = 'none'\n")
-    with pytest.raises(sweep.cli.UsageError, match="no shapes"):
+    with pytest.raises(options.UsageError, match="no shapes"):
         sweep.read_shape_file(path)
 
 

@@ -101,7 +101,7 @@ def test_the_readme_shows_the_gpu_measured_last_and_links_the_others(tmp_path):
 
 
 def test_shape_block_falls_back_to_the_newest_gpu_that_has_one(tmp_path, monkeypatch):
-    from steps.commands import bench
+    from steps.results import shapes
 
     _save_steps(tmp_path, gpu="NVIDIA H200", date="2026-11-21T00:00:00+00:00")
     _save_steps(tmp_path, gpu="NVIDIA H100 80GB HBM3", date="2026-11-22T00:00:00+00:00")
@@ -114,7 +114,7 @@ def test_shape_block_falls_back_to_the_newest_gpu_that_has_one(tmp_path, monkeyp
         seen.append(gpu_dir.name)
         return {"gpu": gpu_dir.name} if gpu_dir.name in have else None
 
-    monkeypatch.setattr(bench, "load", load)
+    monkeypatch.setattr(shapes, "load", load)
     assert table.render_shapes(tmp_path) == "shapes of nvidia-h200"
     assert seen == ["nvidia-h100-80gb-hbm3", "nvidia-h200"]  # newest first, stops at the first found
     have.clear()

@@ -8,11 +8,11 @@
     python -m steps.bench --build-only              # anywhere: build every kernel, report its resources
     python -m steps.bench --list                    # the shape set: classes, why, shapes
 
-The shapes are ``bench/shapes.toml`` (steps/shapeset.py). By default the run times the final
+The shapes are ``bench/shapes.toml`` (steps/results/shapeset.py). By default the run times the final
 step that computes in fp32 on CUDA cores (the registry's highest such step) and cuBLAS strict
 fp32, and prints per shape TFLOPS and the step's ratio to cuBLAS, then per class and over the
 whole set the geometric mean of that ratio and the worst shape. The method is the ladder's
-(steps/harness.py): fresh random inputs, C poisoned with NaN, ‖C − C_ref‖/‖C_ref‖ ≤ 1e-5
+(steps/measure/harness.py): fresh random inputs, C poisoned with NaN, ‖C − C_ref‖/‖C_ref‖ ≤ 1e-5
 against float64, then kernel time (time_evaluator for TVM kernels, a replayed CUDA graph for
 cuBLAS) guarded against host-bound readings (†; a ratio involving one is left out of the
 geometric means and said so).
@@ -20,7 +20,7 @@ geometric means and said so).
 Worker processes (``--workers``, default the CPU count up to 12) build and load the kernels in
 parallel; one at a time holds the GPU, for its float64 reference, the check and the timing,
 so timings never overlap and no BLAS threads compete with one. A kernel that faults costs
-that kernel: its worker is replaced (steps/sweep.py's Pool). A failed shape is reported, the
+that kernel: its worker is replaced (steps/commands/sweep.py's Pool). A failed shape is reported, the
 run goes on, and the exit code is 1; ``--save`` then writes nothing. Bad input (a class, a
 shape, a step, a broken shapes file, no GPU) prints one line and exits 2.
 """
@@ -28,28 +28,23 @@ shape, a step, a broken shapes file, no GPU) prints one line and exits 2.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import schedules
 from schedules import ConfigError
 
-from . import cli, ladder, sweep
-from ..measure import harness, nvcc, references
 from .. import results
-from ..results import shapeset
+from ..measure import harness, nvcc, references
+from ..report.pipes import quiet_broken_pipe
+from ..results import shapes, shapeset
+from . import cli, ladder, options, sweep
 
 PROG = "python -m steps.bench"
-SCHEMA = "shapes-1"
 BASELINE = references.CUBLAS.key
-JSON_NAME, CSV_NAME, PLOT_NAME = "shapes.json", "shapes.csv", "shapes.png"
-BAR = 0.9  # issue 13: the final CUDA-core step at >= 0.9x cuBLAS fp32 on every shape; those below are listed
 
 
 # --- which steps -------------------------------------------------------------------------------
@@ -82,7 +77,7 @@ def step_key(step) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = cli.new_parser(PROG, __doc__.strip())
+    p = options.new_parser(PROG, __doc__.strip())
     p.add_argument("--steps", type=ladder.parse_steps, action="append", default=None, metavar="RANGE",
                    help="which steps: 11, 10,11, 7-11 or all (repeatable; default: the final fp32 CUDA-core "
                         f"step, {final_fp32_step().number} here)")
@@ -93,14 +88,14 @@ def parser() -> argparse.ArgumentParser:
                    help="only these classes of the shape set, a comma list (repeatable; --list names them)")
     p.add_argument("--shapes", action="append", default=None, metavar="MxNxK,...",
                    help="ad-hoc shapes, e.g. 1000x1500x700,64x2048x2048 (repeatable); without --class, only these")
-    cli.add_repeat_option(p)
-    cli.add_arch_option(p)
-    cli.add_seed_option(p)
-    p.add_argument("--workers", type=cli._positive, default=sweep.default_workers(),
+    options.add_repeat_option(p)
+    options.add_arch_option(p)
+    options.add_seed_option(p)
+    p.add_argument("--workers", type=options._positive, default=sweep.default_workers(),
                    help=f"build processes (default: the CPU count, at most {sweep.MAX_WORKERS}; "
                         f"{sweep.default_workers()} here)")
     p.add_argument("--save", action="store_true",
-                   help=f"write results/<gpu>/{JSON_NAME}, {CSV_NAME}, {PLOT_NAME} and the README block "
+                   help=f"write results/<gpu>/{shapes.JSON_NAME}, {shapes.CSV_NAME}, {shapes.PLOT_NAME} and the README block "
                         "(the whole set, every shape passed; needs a GPU)")
     p.add_argument("--check-only", action="store_true",
                    help="check every kernel against float64 and time none (needs a GPU)")
@@ -117,13 +112,13 @@ def check_options(args) -> None:
     modes = [flag for flag, on in (("--save", args.save), ("--check-only", args.check_only),
                                    ("--build-only", args.build_only), ("--list", args.list)) if on]
     if len(modes) > 1:
-        raise cli.UsageError(f"{modes[0]} and {modes[1]} do different things; give one of them")
+        raise options.UsageError(f"{modes[0]} and {modes[1]} do different things; give one of them")
     if args.save and (args.classes or args.shapes):
-        raise cli.UsageError("--save publishes the whole shape set; drop --class and --shapes")
+        raise options.UsageError("--save publishes the whole shape set; drop --class and --shapes")
     if args.references is not None and (args.check_only or args.build_only or args.list):
-        raise cli.UsageError(f"--references are timed, and {modes[0]} times nothing; drop one of them")
+        raise options.UsageError(f"--references are timed, and {modes[0]} times nothing; drop one of them")
     if args.list and args.steps:
-        raise cli.UsageError("--list prints the shapes only; drop --steps")
+        raise options.UsageError("--list prints the shapes only; drop --steps")
 
 
 @dataclass(frozen=True)
@@ -169,7 +164,7 @@ def format_list(shape_set: shapeset.ShapeSet, items: list[Item]) -> str:
     return "\n".join(lines)
 
 
-@cli.quiet_broken_pipe
+@quiet_broken_pipe
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
@@ -184,19 +179,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.check_only or args.build_only:
             refs = []
         configs = {(s.number, i.shape): cli._checked_config(s, *i.shape) for s in steps for i in items}
-        arch = cli.pick_arch(PROG, args.arch, timing=not args.build_only)
+        arch = options.pick_arch(PROG, args.arch, timing=not args.build_only)
         if args.build_only:
             return build_only(steps, items, configs, arch, args.workers)
         if not harness.gpu_present():
-            raise cli.UsageError("no CUDA GPU found: --check-only and timing need one (--build-only builds without)")
+            raise options.UsageError("no CUDA GPU found: --check-only and timing need one (--build-only builds without)")
         for ref in refs:
             if ref.builder is None and not harness.cublas_available():
-                raise cli.UsageError(f"{ref.label} needs CuPy and libcublas (pip install -e \".[cublas]\"); "
+                raise options.UsageError(f"{ref.label} needs CuPy and libcublas (pip install -e \".[cublas]\"); "
                                      "or --references none")
         return run(steps, refs, items, configs, arch, args, shape_set)
-    except (cli.UsageError, ConfigError, shapeset.ShapeSetError) as exc:
+    except (options.UsageError, ConfigError, shapeset.ShapeSetError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        return options.EXIT_USAGE
 
 
 # --- worker processes -------------------------------------------------------------------------
@@ -249,7 +244,7 @@ def _build_report(number: int, shape, config, arch: str) -> dict:
         return {"report": None, "error": f"build failed: {harness._one_line(exc)}"}
     report = nvcc.compile_report(source, arch) if nvcc.available() else None
     if report is not None and not report.ok:
-        return {"report": report, "error": f"nvcc failed: {cli._last_line(report.log)}"}
+        return {"report": report, "error": f"nvcc failed: {options._last_line(report.log)}"}
     return {"report": report, "error": None}
 
 
@@ -287,7 +282,7 @@ def build_only(steps, items, configs, arch, workers: int) -> int:
                           done[(s.number, i.shape)]["error"]) for s in steps for i in items]
     print(ladder.format_build_summary(built, arch, nvcc.available()))
     print(f"built {len(built)} kernels in {time.monotonic() - started:.1f} s with {min(workers, len(jobs))} workers")
-    return cli.EXIT_FAILED if any(b.error for b in built) else 0
+    return options.EXIT_FAILED if any(b.error for b in built) else 0
 
 
 # --- GPU: check and time ------------------------------------------------------------------------
@@ -393,7 +388,7 @@ def run(steps, refs, items, configs, arch, args, shape_set) -> int:
             save(doc, Path(args.results_dir))
     print(f"{len(jobs)} kernels in {time.monotonic() - started:.0f} s with {min(args.workers, len(jobs))} workers",
           file=sys.stderr)
-    return cli.EXIT_FAILED if failed else 0
+    return options.EXIT_FAILED if failed else 0
 
 
 # --- the results document: results/<gpu>/shapes.json ---------------------------------------------
@@ -424,7 +419,7 @@ def document(impls: list[Impl], items: list[Item], configs, measured: dict, env:
                   check="fresh random inputs in [-1, 1), C poisoned with NaN, ||C - C_ref|| / ||C_ref|| "
                         "against float64")
     return {
-        "schema": SCHEMA,
+        "schema": shapes.SCHEMA,
         "environment": env,
         "method": method,
         "shape_set": {
@@ -447,138 +442,6 @@ def _repo_path(path: Path) -> str:
         return str(path)
 
 
-class ShapesError(results.ResultsError):
-    """A shapes.json that does not follow its schema."""
-
-
-def validate(doc: dict) -> dict:
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ShapesError(f"not a {SCHEMA} document")
-    for key in ("environment", "method", "shape_set", "baseline", "implementations", "results"):
-        if key not in doc:
-            raise ShapesError(f"{SCHEMA} document lacks {key!r}")
-    if "gpu" not in doc["environment"] or "date" not in doc["environment"]:
-        raise ShapesError("environment must name the gpu and the date")
-    keys = {i.get("key") for i in doc["implementations"]}
-    if not doc["results"]:
-        raise ShapesError("no results")
-    for row in doc["results"]:
-        missing = [k for k in ("class", "M", "N", "K", "impl", "gflops", "rel_err", "host_bound", "error") if k not in row]
-        if missing:
-            raise ShapesError(f"result row lacks {', '.join(missing)}")
-        if row["impl"] not in keys:
-            raise ShapesError(f"result row of unknown implementation {row['impl']!r}")
-    return doc
-
-
-def load(gpu_dir: Path) -> dict | None:
-    """results/<gpu>/shapes.json, validated; None when absent."""
-    import json
-
-    path = Path(gpu_dir) / JSON_NAME
-    if not path.exists():
-        return None
-    return validate(json.loads(path.read_text()))
-
-
-# --- reading a document: ratios, geometric means, worst shapes -------------------------------------
-
-
-def _shape(row: dict) -> tuple[int, int, int]:
-    return row["M"], row["N"], row["K"]
-
-
-def rows_by(doc: dict) -> dict:
-    return {(r["impl"], _shape(r)): r for r in doc["results"]}
-
-
-def shapes_in_order(doc: dict) -> list[tuple[str, tuple[int, int, int]]]:
-    """(class, shape) in the document's order, once each."""
-    seen: dict = {}
-    for r in doc["results"]:
-        seen.setdefault(_shape(r), r["class"])
-    return [(c, s) for s, c in seen.items()]
-
-
-def ratio(doc: dict, impl: str, shape, index: dict | None = None) -> tuple[float | None, str | None]:
-    """impl's TFLOPS over the baseline's at `shape`, and why not when there is none to compare:
-    a failed or missing row, or a host-bound timing on either side."""
-    index = rows_by(doc) if index is None else index
-    mine, base = index.get((impl, tuple(shape))), index.get((doc["baseline"], tuple(shape)))
-    if mine is None or mine.get("error"):
-        return None, "failed" if mine is not None else "missing"
-    if base is None or base.get("error"):
-        return None, "no baseline"
-    if not mine.get("gflops") or not base.get("gflops"):
-        return None, "not timed"
-    if mine.get("host_bound") or base.get("host_bound"):
-        return mine["gflops"] / base["gflops"], "host-bound"
-    return mine["gflops"] / base["gflops"], None
-
-
-@dataclass
-class ClassSummary:
-    """One class (or the whole run): the geometric mean of the ratios that compare kernel
-    time, and the worst shape among them."""
-
-    name: str
-    shapes: int = 0
-    ratios: list = field(default_factory=list)  # (shape, ratio), comparable ones
-    host_bound: list = field(default_factory=list)  # shapes whose ratio is left out: †
-    failed: list = field(default_factory=list)  # shapes where the implementation failed
-
-    @property
-    def geomean(self) -> float | None:
-        if not self.ratios:
-            return None
-        return math.exp(sum(math.log(r) for _, r in self.ratios) / len(self.ratios))
-
-    @property
-    def worst(self) -> tuple | None:
-        return min(self.ratios, key=lambda sr: sr[1]) if self.ratios else None
-
-
-ALL = "all"
-
-
-def summarize(doc: dict, impl: str) -> list[ClassSummary]:
-    """Per class in the document's order, then ALL over every shape."""
-    index = rows_by(doc)
-    by_class: dict[str, ClassSummary] = {}
-    overall = ClassSummary(ALL)
-    for class_name, shape in shapes_in_order(doc):
-        for summary in (by_class.setdefault(class_name, ClassSummary(class_name)), overall):
-            summary.shapes += 1
-            value, why = ratio(doc, impl, shape, index)
-            if why is None:
-                summary.ratios.append((shape, value))
-            elif why == "host-bound":
-                summary.host_bound.append(shape)
-            elif why == "failed":
-                summary.failed.append(shape)
-    return list(by_class.values()) + [overall]
-
-
-def below_bar(doc: dict, impl: str, bar: float = BAR) -> list[tuple]:
-    """(class, shape, ratio) of every shape where impl's kernel-time ratio is below `bar`, worst first."""
-    index = rows_by(doc)
-    out = []
-    for class_name, shape in shapes_in_order(doc):
-        value, why = ratio(doc, impl, shape, index)
-        if why is None and value < bar:
-            out.append((class_name, shape, value))
-    return sorted(out, key=lambda item: item[2])
-
-
-def step_impls(doc: dict) -> list[dict]:
-    return [i for i in doc["implementations"] if "step" in i]
-
-
-def max_rel_err(doc: dict, impl: str) -> float | None:
-    errors = [r["rel_err"] for r in doc["results"] if r["impl"] == impl and r["rel_err"] is not None]
-    return max(errors) if errors else None
-
-
 # --- the text report -------------------------------------------------------------------------------
 
 
@@ -589,13 +452,13 @@ def _tflops_cell(row: dict | None) -> str:
         return "FAILED"
     if not row.get("gflops"):
         return "ok" if row.get("rel_err") is not None else "-"
-    return f"{row['gflops'] / 1e3:.2f}" + (cli.HOST_MARK if row.get("host_bound") else "")
+    return f"{row['gflops'] / 1e3:.2f}" + (options.HOST_MARK if row.get("host_bound") else "")
 
 
 def _ratio_cell(value: float | None, why: str | None) -> str:
     if value is None:
         return "-"
-    return f"{value:.2f}x" + (f"({cli.HOST_MARK})" if why == "host-bound" else "")
+    return f"{value:.2f}x" + (f"({options.HOST_MARK})" if why == "host-bound" else "")
 
 
 SHORT = {"cublas": "cuBLAS", "cublas_tf32": "cuBLAS TF32", "dlight": "dlight", "metaschedule": "MetaSched."}
@@ -609,7 +472,7 @@ def _short(impl: dict) -> str:
 def format_report(doc: dict) -> str:
     """Per shape, grouped by class: each implementation's TFLOPS (or ok / FAILED when only
     checked) and each step's ratio to the baseline; then the summary per step."""
-    index = rows_by(doc)
+    index = shapes.rows_by(doc)
     impls = doc["implementations"]
     timed = doc["method"].get("timed", True)
     base = doc["baseline"]
@@ -619,8 +482,8 @@ def format_report(doc: dict) -> str:
         columns.append((_short(impl),
                         lambda shape, k=impl["key"]: _tflops_cell(index.get((k, shape)))))
         if timed and has_base and impl["key"] != base:
-            columns.append(("x cuBLAS", lambda shape, k=impl["key"]: _ratio_cell(*ratio(doc, k, shape, index))))
-    shape_width = max([len(shapeset.shape_text(s)) for _, s in shapes_in_order(doc)] + [5])
+            columns.append(("x cuBLAS", lambda shape, k=impl["key"]: _ratio_cell(*shapes.ratio(doc, k, shape, index))))
+    shape_width = max([len(shapeset.shape_text(s)) for _, s in shapes.shapes_in_order(doc)] + [5])
     widths = [max(len(h), 9) for h, _ in columns]
     unit = "TFLOPS" if timed else "check"
     lines = [f"{'':<{shape_width}}" + "".join(f"  {h:>{w}}" for (h, _), w in zip(columns, widths)),
@@ -629,7 +492,7 @@ def format_report(doc: dict) -> str:
     rule = "-" * len(lines[0])
     lines.append(rule)
     last = None
-    for class_name, shape in shapes_in_order(doc):
+    for class_name, shape in shapes.shapes_in_order(doc):
         if class_name != last:
             lines.append(f"[{class_name}]")
             last = class_name
@@ -638,31 +501,31 @@ def format_report(doc: dict) -> str:
     lines.append(rule)
     legend = [f"{_short(i)}: {i['label']}" for i in impls]
     lines.append("; ".join(legend))
-    for impl in step_impls(doc):
-        err = max_rel_err(doc, impl["key"])
+    for impl in shapes.step_impls(doc):
+        err = shapes.max_rel_err(doc, impl["key"])
         failed = sum(1 for r in doc["results"] if r["impl"] == impl["key"] and r.get("error"))
         verdict = f"{failed} of the shapes FAILED" if failed else "every shape passed"
         lines.append(f"step {impl['step']}: {verdict}; largest relative error "
                      f"{'-' if err is None else f'{err:.1e}'} (bound {impl['tolerance']:g})")
     if timed and has_base:
-        for impl in step_impls(doc):
+        for impl in shapes.step_impls(doc):
             lines += ["", format_summary(doc, impl)]
     if any(r.get("host_bound") for r in doc["results"]):
-        lines.append(cli.HOST_LEGEND + "; a ratio with † is left out of the geometric means")
+        lines.append(options.HOST_LEGEND + "; a ratio with † is left out of the geometric means")
     return "\n".join(lines)
 
 
 def format_summary(doc: dict, impl: dict) -> str:
     base_label = next(i["label"] for i in doc["implementations"] if i["key"] == doc["baseline"])
-    stats = summarize(doc, impl["key"])
+    stats = shapes.summarize(doc, impl["key"])
     width = max(len(s.name) for s in stats)
     lines = [f"step {impl['step']} ({impl['name']}) against {base_label}: geometric mean of the ratio, and the "
              "worst shape, per class",
              f"{'class':<{width}}  {'shapes':>6}  {'geomean':>7}  worst"]
     for s in stats:
         worst = f"{shapeset.shape_text(s.worst[0])} {s.worst[1]:.2f}x" if s.worst else "-"
-        if s.name == ALL and s.worst:
-            worst += f" ({dict((sh, c) for c, sh in shapes_in_order(doc))[s.worst[0]]})"
+        if s.name == shapes.ALL and s.worst:
+            worst += f" ({dict((sh, c) for c, sh in shapes.shapes_in_order(doc))[s.worst[0]]})"
         notes = []
         if s.host_bound:
             notes.append(f"{len(s.host_bound)} host-bound left out")
@@ -670,74 +533,29 @@ def format_summary(doc: dict, impl: dict) -> str:
             notes.append(f"{len(s.failed)} failed")
         geomean = f"{s.geomean:.2f}x" if s.geomean else "-"
         lines.append(f"{s.name:<{width}}  {s.shapes:>6}  {geomean:>7}  {worst}" + (f"  ({'; '.join(notes)})" if notes else ""))
-    low = below_bar(doc, impl["key"])
-    lines.append(f"below {BAR:g}x cuBLAS: " + (", ".join(f"{shapeset.shape_text(s)} {r:.2f}x ({c})" for c, s, r in low)
+    low = shapes.below_bar(doc, impl["key"])
+    lines.append(f"below {shapes.BAR:g}x cuBLAS: " + (", ".join(f"{shapeset.shape_text(s)} {r:.2f}x ({c})" for c, s, r in low)
                                               if low else "none"))
     return "\n".join(lines)
 
 
 # --- --save: shapes.json, shapes.csv, shapes.png, the README block ---------------------------------
 
-CSV_FIELDS = ("gpu", "class", "M", "N", "K", "impl", "label", "gflops", "median_ms", "min_ms", "max_ms",
-              "host_us", "host_bound", "rel_err", "cublas_gflops", "ratio_to_cublas", "config", "date")
-
-
-def shapes_csv(doc: dict) -> str:
-    """One line per shape and implementation: the flat view of shapes.json."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    index = rows_by(doc)
-    labels = {i["key"]: i["label"] for i in doc["implementations"]}
-    for r in doc["results"]:
-        base = index.get((doc["baseline"], _shape(r)))
-        value, _ = ratio(doc, r["impl"], _shape(r), index) if r["impl"] != doc["baseline"] else (None, None)
-        writer.writerow({
-            "gpu": doc["environment"]["gpu"], "class": r["class"], "M": r["M"], "N": r["N"], "K": r["K"],
-            "impl": r["impl"], "label": labels[r["impl"]], "gflops": _num(r["gflops"]),
-            "median_ms": _num(r.get("median_ms")), "min_ms": _num(r.get("min_ms")), "max_ms": _num(r.get("max_ms")),
-            "host_us": _num(r.get("host_us")), "host_bound": "" if r.get("host_bound") is None else int(r["host_bound"]),
-            "rel_err": _num(r["rel_err"]), "cublas_gflops": _num(base and base.get("gflops")),
-            "ratio_to_cublas": _num(value),
-            "config": " ".join(f"{k}={v}" for k, v in (r.get("config") or {}).items()),
-            "date": doc["environment"]["date"],
-        })
-    return out.getvalue()
-
-
-def dumps(doc: dict) -> str:
-    """The document as JSON, one line per result row: a third of the size of indent=2 for a
-    file the repository keeps, and still one diff line per changed measurement."""
-    import json
-
-    head = json.dumps({k: v for k, v in doc.items() if k != "results"}, indent=2)
-    rows = ",\n".join("    " + json.dumps(r) for r in doc["results"])
-    return head[:-2] + ',\n  "results": [\n' + rows + "\n  ]\n}\n"
-
-
-def _num(value) -> str:
-    return "" if value is None else f"{value:.6g}"
-
-
 def save(doc: dict, results_dir: Path) -> None:
     """shapes.json and shapes.csv (each whole or not at all), then the plot and the README."""
     from ..report import plot, table
 
-    validate(doc)
+    shapes.validate(doc)
     gpu_dir = Path(results_dir) / results.gpu_slug(doc["environment"]["gpu"])
-    results.write_text_atomic(gpu_dir / JSON_NAME, dumps(doc))
-    print(f"saved {gpu_dir / JSON_NAME}")
-    results.write_text_atomic(gpu_dir / CSV_NAME, shapes_csv(doc))
-    print(f"saved {gpu_dir / CSV_NAME}")
+    results.write_text_atomic(gpu_dir / shapes.JSON_NAME, shapes.dumps(doc))
+    print(f"saved {gpu_dir / shapes.JSON_NAME}")
+    results.write_text_atomic(gpu_dir / shapes.CSV_NAME, shapes.shapes_csv(doc))
+    print(f"saved {gpu_dir / shapes.CSV_NAME}")
     try:  # the measurements are saved by now; a plotting problem must not hide that
         line = plot.render_shapes(gpu_dir)
     except Exception as exc:
-        print(f"{PLOT_NAME} not rendered: {harness._one_line(exc)} (retry: python -m steps.plot)", file=sys.stderr)
+        print(f"{shapes.PLOT_NAME} not rendered: {harness._one_line(exc)} (retry: python -m steps.plot)", file=sys.stderr)
     else:
         print(line)
     if Path(results_dir).resolve() == results.RESULTS_DIR.resolve():
         print("README.md updated" if table.update_readme() else "README.md already up to date")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,9 +13,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cli
-from ..measure import harness
 from .. import results
+from ..measure import harness
+from . import options
 
 DROP_FLAG = 0.85  # after / before below this is flagged: beyond timing noise, a real loss
 
@@ -55,13 +55,13 @@ def load_before(path: Path, step_number: int) -> dict:
     """The saved results to compare against; UsageError (exit 2) when they cannot be used."""
     file = results_file(path, step_number)
     if not file.exists():
-        raise cli.UsageError(f"--compare: {file} does not exist")
+        raise options.UsageError(f"--compare: {file} does not exist")
     try:
         doc = results.load(file)
     except (OSError, json.JSONDecodeError, results.ResultsError) as exc:
-        raise cli.UsageError(f"--compare: {file} is not a results file: {exc}") from None
+        raise options.UsageError(f"--compare: {file} is not a results file: {exc}") from None
     if doc["step"] != step_number:
-        raise cli.UsageError(f"--compare: {file} holds step {doc['step']}'s results, not step {step_number}'s")
+        raise options.UsageError(f"--compare: {file} holds step {doc['step']}'s results, not step {step_number}'s")
     return doc
 
 
@@ -95,13 +95,13 @@ def format_comparison(step_number: int, name: str, items: list[Comparison], sour
     for c in items:
         before = f"{c.before:.0f}" if c.before else "-"
         if c.error:
-            lines.append(f"{cli._size(c.size):>16}  {before:>13}  FAILED: {c.error}")
+            lines.append(f"{options._size(c.size):>16}  {before:>13}  FAILED: {c.error}")
             continue
         ratio = f"{c.ratio:.3f}x" if c.ratio else "-"
         flag = f"  DROP > {100 * (1 - DROP_FLAG):.0f}%" if c.dropped else ""
         if c.refused:
             flag = f"  not compared: {c.refused}"
-        lines.append(f"{cli._size(c.size):>16}  {before:>13}  {c.after:>12.0f}  {ratio:>12}{flag}")
+        lines.append(f"{options._size(c.size):>16}  {before:>13}  {c.after:>12.0f}  {ratio:>12}{flag}")
         if c.before_config is not None and c.after_config is not None and c.before_config != c.after_config:
             lines.append(f"{'':>16}  config before: {_config_text(c.before_config)}")
             lines.append(f"{'':>16}  config now:    {_config_text(c.after_config)}")
@@ -115,32 +115,6 @@ def warn_if_other_gpu(doc: dict, gpu_now: str | None, source: str) -> None:
     if gpu_now and gpu_then and results.gpu_slug(gpu_now) != results.gpu_slug(gpu_then):
         print(f"warning: {source} was measured on {gpu_then}, this is {gpu_now}: the ratio compares GPUs",
               file=sys.stderr)
-
-
-def compare_step(step, args, arch: str) -> int:
-    """``python -m steps.stepN --compare RESULTS``: time the step now at the saved sizes."""
-    if args.save:
-        raise cli.UsageError("--compare does not save; run --save on its own once the change is final")
-    doc = load_before(args.compare, step.number)
-    given = args.sizes is not None or bool(args.shape)
-    shapes = cli.requested_shapes(args) if given else saved_shapes(doc)
-    overrides = cli.config_overrides(args)
-    configs = {size: cli._checked_config(step, *size, overrides=overrides) for size in shapes}
-    if not harness.gpu_present():
-        raise cli.UsageError("--compare needs a CUDA GPU and none was found")
-    source = str(results_file(args.compare, step.number))
-    runner = harness.KernelRunner(repeat=args.repeat, seed=args.seed)
-    measured = {}
-    try:
-        for size in shapes:
-            measured[size] = (measure_safely(runner, step, size, arch, configs[size]), configs[size])
-            print(f"  {cli._size(size)}: measured", file=sys.stderr, flush=True)
-    finally:
-        close(runner)
-    warn_if_other_gpu(doc, harness.environment().get("gpu"), source)
-    items = comparisons(doc, measured)
-    print(format_comparison(step.number, step.name, items, source))
-    return cli.EXIT_FAILED if any(c.bad for c in items) else 0
 
 
 def close(runner) -> None:

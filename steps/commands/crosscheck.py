@@ -4,7 +4,7 @@
     python -m steps.crosscheck --steps 10 --sizes 2048 --save
 
 The harness times back-to-back launches with CUDA events and guards against a host that
-cannot keep up (steps/harness.py). This is the independent check that those numbers are kernel
+cannot keep up (steps/measure/harness.py). This is the independent check that those numbers are kernel
 time: for each implementation and size it measures the harness's median, then runs the same
 call under Nsight Compute,
 
@@ -39,9 +39,11 @@ import numpy as np
 import schedules
 from schedules import ConfigError
 
-from . import cli
-from ..measure import harness, references
 from .. import results
+from ..measure import harness, references
+from ..report.pipes import quiet_broken_pipe
+from ..results.crosscheck import JSON_NAME
+from . import options
 
 PROG = "python -m steps.crosscheck"
 METRIC = "gpu__time_duration.sum"
@@ -235,11 +237,11 @@ def run(steps, shapes, arch: str, calls: int, repeat: int, ncu: str, progress=pr
 
 
 def format_check(c: Check) -> str:
-    head = f"{c.label:<34} {cli._size((c.M, c.N, c.K)):>16}"
+    head = f"{c.label:<34} {options._size((c.M, c.N, c.K)):>16}"
     if c.error:
         return f"{head}  FAILED: {c.error}"
     verdict = "ok" if c.agrees else f"DIFFERS by more than {100 * AGREEMENT:.0f}%"
-    bound = f" {cli.HOST_MARK}" if c.harness_host_bound else ""
+    bound = f" {options.HOST_MARK}" if c.harness_host_bound else ""
     kernels = c.kernels_per_call if c.kernels_per_call is not None else "-"
     return (f"{head}  {c.harness_ms * 1e3:>10.2f}{bound:2}  {c.ncu_ms * 1e3:>10.2f}  {kernels:>7}  "
             f"{c.ratio:>6.3f}  {verdict}")
@@ -259,53 +261,45 @@ def document(checks: list[Check], env: dict, calls: int, ncu: str) -> dict:
                    "--cache-control none --profile-from-start off",
             "calls": calls, "warmup_calls": WARMUP_CALLS,
             "per_call": "sum of the kernels of one call; median over calls",
-            "harness": "median of CUDA-event samples over back-to-back launches (steps/harness.py)",
+            "harness": "median of CUDA-event samples over back-to-back launches (steps/measure/harness.py)",
             "agreement": AGREEMENT,
         },
         "checks": [c.as_dict() for c in checks],
     }
 
 
-def load(gpu_dir: Path) -> dict | None:
-    """results/<gpu>/crosscheck.json, or None when absent."""
-    import json
-
-    path = Path(gpu_dir) / "crosscheck.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-@cli.quiet_broken_pipe
+@quiet_broken_pipe
 def main(argv=None) -> int:
-    p = cli.new_parser(PROG, __doc__.strip().splitlines()[0])
-    cli.add_problem_options(p)
-    cli.add_repeat_option(p)
-    cli.add_arch_option(p)
+    p = options.new_parser(PROG, __doc__.strip().splitlines()[0])
+    options.add_problem_options(p)
+    options.add_repeat_option(p)
+    options.add_arch_option(p)
     p.add_argument("--save", action="store_true", help="write results/<gpu>/crosscheck.json")
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
     p.add_argument("--steps", default=None, metavar="RANGE",
                    help="which steps to check (default: the final step), as python -m steps --steps")
-    p.add_argument("--calls", type=cli._positive, default=DEFAULT_CALLS,
+    p.add_argument("--calls", type=options._positive, default=DEFAULT_CALLS,
                    help=f"calls profiled under ncu per implementation and size (default {DEFAULT_CALLS})")
     p.add_argument("--_child", dest="child", default=None, help=argparse.SUPPRESS)
     try:
         args = p.parse_args(argv)
-        shapes = cli.requested_shapes(args)
+        shapes = options.requested_shapes(args)
         if args.child is not None:
             return child(args.child, shapes[0], args.arch or "sm_90", args.calls)
         from .ladder import parse_steps
 
         steps = parse_steps(args.steps) if args.steps else [schedules.STEPS[-1]]
         if not harness.gpu_present():
-            raise cli.UsageError("the cross-check profiles kernels on a CUDA GPU and none was found")
+            raise options.UsageError("the cross-check profiles kernels on a CUDA GPU and none was found")
         if not harness.cublas_available():
-            raise cli.UsageError("CuPy is not installed: pip install -e \".[cublas]\"")
+            raise options.UsageError("CuPy is not installed: pip install -e \".[cublas]\"")
         ncu = find_ncu()
         if ncu is None:
-            raise cli.UsageError("Nsight Compute (ncu) not found on PATH or under /usr/local/cuda, /opt/nvidia")
-        arch = cli.pick_arch(PROG, args.arch, timing=True)
-    except (cli.UsageError, ConfigError, argparse.ArgumentTypeError) as exc:
+            raise options.UsageError("Nsight Compute (ncu) not found on PATH or under /usr/local/cuda, /opt/nvidia")
+        arch = options.pick_arch(PROG, args.arch, timing=True)
+    except (options.UsageError, ConfigError, argparse.ArgumentTypeError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        return options.EXIT_USAGE
     env = harness.environment()
     print(f"{env.get('gpu')} (SM clock {env.get('sm_clock_mhz')} MHz, driver {env.get('driver')}); "
           f"{os.path.basename(ncu)}: {args.calls} calls per implementation and size")
@@ -315,11 +309,7 @@ def main(argv=None) -> int:
     print(f"{len(checks) - len(bad)} of {len(checks)} within {100 * AGREEMENT:.0f}% of ncu")
     if args.save:
         env = harness.environment()
-        path = Path(args.results_dir) / results.gpu_slug(env["gpu"]) / "crosscheck.json"
+        path = Path(args.results_dir) / results.gpu_slug(env["gpu"]) / JSON_NAME
         results.write_json_atomic(path, document(checks, env, args.calls, ncu))
         print(f"saved {path}")
-    return cli.EXIT_FAILED if bad else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return options.EXIT_FAILED if bad else 0

@@ -4,7 +4,7 @@
     python -m steps.cublas --only cublas,dlight --shape 1000 1500 700
     python -m steps.cublas --tune --trials 128      # re-tune MetaSchedule for these sizes first
 
-The references (steps/references.py): cuBLAS in strict fp32 (TF32 off: the baseline of every
+The references (steps/measure/references.py): cuBLAS in strict fp32 (TF32 off: the baseline of every
 "% cuBLAS" column), cuBLAS TF32 (reduced precision, labelled, held to its own tolerance),
 TVM's default dlight schedule, and TVM's MetaSchedule replayed from the database committed for
 this GPU model. Each is checked against float64 and timed like the steps: CUDA events around
@@ -20,8 +20,9 @@ import sys
 
 from schedules import ConfigError
 
-from . import cli
 from ..measure import harness, references
+from ..report.pipes import quiet_broken_pipe
+from . import options
 
 PROG = "python -m steps.cublas"
 
@@ -38,14 +39,14 @@ def format_rows(measured: dict, shapes, refs, gpu_name: str) -> str:
             if m is None:
                 continue
             if not m.ok and m.median_ms is None:
-                lines.append(f"{name:<34} {cli._size(size):>16}  FAILED: {m.error}")
+                lines.append(f"{name:<34} {options._size(size):>16}  FAILED: {m.error}")
                 continue
             base = measured.get((references.CUBLAS.key, size))
             pct = f"{100 * m.gflops / base.gflops:.0f}%" if base is not None and base.ok and base.gflops else "-"
-            flag = cli.host_flag(m) + ("" if m.ok else f"  WRONG ({m.error})")
-            lines.append(f"{name:<34} {cli._size(size):>16}  {m.median_ms:>9.4f}  {m.gflops:>8.0f}  {pct:>8}  "
+            flag = options.host_flag(m) + ("" if m.ok else f"  WRONG ({m.error})")
+            lines.append(f"{name:<34} {options._size(size):>16}  {m.median_ms:>9.4f}  {m.gflops:>8.0f}  {pct:>8}  "
                          f"{m.rel_err:>8.1e}  {m.host_us:>7.1f}{flag}")
-    lines.append(cli.HOST_LEGEND)
+    lines.append(options.HOST_LEGEND)
     lines.append(f"TF32 rounds the inputs to 10-bit mantissas: its tolerance is {harness.TF32_TOLERANCE:g} "
                  f"(fp32 rows: {harness.TOLERANCE:g}); it is never the baseline.")
     return "\n".join(lines)
@@ -60,7 +61,7 @@ def measure_all(refs, shapes, arch: str, gpu_name: str, repeat: int, seed=None, 
             for size in shapes:
                 why_not = references.available(ref, size, gpu_name)
                 if why_not:
-                    print(f"{references.label(ref, gpu_name)}: no row at {cli._size(size)}: {why_not}", file=sys.stderr)
+                    print(f"{references.label(ref, gpu_name)}: no row at {options._size(size)}: {why_not}", file=sys.stderr)
                     continue
                 m = references.measure(ref, size, runner, arch, gpu_name, repeat, seed)
                 measured[(ref.key, size)] = m
@@ -71,33 +72,33 @@ def measure_all(refs, shapes, arch: str, gpu_name: str, repeat: int, seed=None, 
     return measured
 
 
-@cli.quiet_broken_pipe
+@quiet_broken_pipe
 def main(argv=None) -> int:
     try:
-        p = cli.parser(PROG, __doc__.strip().splitlines()[0])
+        p = options.parser(PROG, __doc__.strip().splitlines()[0])
         p.add_argument("--only", type=references.keys_arg, default=list(references.ALL), metavar="KEYS",
                        help=f"which references: all (default) or a comma list of {', '.join(references.BY_KEY)}")
         p.add_argument("--tune", action="store_true",
                        help="re-tune MetaSchedule for these sizes on this GPU first (minutes per size)")
-        p.add_argument("--trials", type=cli._positive, default=None,
+        p.add_argument("--trials", type=options._positive, default=None,
                        help="MetaSchedule's measured candidates per size with --tune (default 128)")
         args = p.parse_args(argv)
         if args.trials is not None and not args.tune:
-            raise cli.UsageError("--trials is for --tune")
+            raise options.UsageError("--trials is for --tune")
         if args.tune:
             from ..measure import metaschedule
 
             missing = metaschedule.missing_packages()
             if missing:
-                raise cli.UsageError(f"--tune needs {', '.join(missing)} for MetaSchedule's builder and runner "
+                raise options.UsageError(f"--tune needs {', '.join(missing)} for MetaSchedule's builder and runner "
                                      "processes: pip install -e \".[tune]\"")
-        shapes = cli.requested_shapes(args)
+        shapes = options.requested_shapes(args)
         if not harness.gpu_present():
-            raise cli.UsageError("the references are timed on a CUDA GPU and none was found")
-        arch = cli.pick_arch(PROG, args.arch, timing=True)
-    except (cli.UsageError, ConfigError) as exc:
+            raise options.UsageError("the references are timed on a CUDA GPU and none was found")
+        arch = options.pick_arch(PROG, args.arch, timing=True)
+    except (options.UsageError, ConfigError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        return options.EXIT_USAGE
     env = harness.environment()
     if args.tune:
         from ..measure import metaschedule
@@ -109,13 +110,9 @@ def main(argv=None) -> int:
           f"TVM {env.get('tvm_version')}, CuPy {env.get('cupy_version')}; median of {args.repeat} CUDA-event samples")
 
     def progress(ref, size, m):
-        print(f"  {references.label(ref, env.get('gpu'))} {cli._size(size)}: "
+        print(f"  {references.label(ref, env.get('gpu'))} {options._size(size)}: "
               + (f"{m.gflops:.0f} GFLOPS" if m.ok else f"failed ({m.error})"), file=sys.stderr, flush=True)
 
     measured = measure_all(args.only, shapes, arch, env.get("gpu"), args.repeat, args.seed, progress)
     print(format_rows(measured, shapes, args.only, env.get("gpu")))
-    return 0 if all(m.ok for m in measured.values()) else cli.EXIT_FAILED
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return 0 if all(m.ok for m in measured.values()) else options.EXIT_FAILED

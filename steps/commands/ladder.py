@@ -28,9 +28,10 @@ from pathlib import Path
 import schedules
 from schedules import ConfigError
 
-from . import cli, compare
-from ..measure import harness, nvcc, references, roofline
 from .. import results
+from ..measure import harness, nvcc, references, roofline
+from ..report.pipes import quiet_broken_pipe
+from . import cli, compare, options
 
 PROG = "python -m steps"
 
@@ -62,8 +63,8 @@ def parse_steps(text: str) -> list:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = cli.parser(PROG, __doc__.strip())
-    cli.add_run_options(p, explain=False)
+    p = options.parser(PROG, __doc__.strip())
+    options.add_run_options(p, explain=False)
     # --explain is per step: accepted here only to say so (an error), and not listed.
     p.add_argument("--explain", action="store_true", help=argparse.SUPPRESS)
     # The step CLI's options, said for the whole ladder.
@@ -107,34 +108,34 @@ def with_first_prior(steps: list) -> list:
     return ([first_prior] if first_prior is not None else []) + list(steps)
 
 
-@cli.quiet_broken_pipe
+@quiet_broken_pipe
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         steps = chosen_steps(args.steps)
-        shapes = cli.requested_shapes(args)
+        shapes = options.requested_shapes(args)
         if args.explain:
-            raise cli.UsageError("--explain is per step: python -m steps.stepN --explain")
-        cli.check_run_options(args)
-        arch = cli.pick_arch(PROG, args.arch, timing=not args.build_only)
+            raise options.UsageError("--explain is per step: python -m steps.stepN --explain")
+        options.check_run_options(args)
+        arch = options.pick_arch(PROG, args.arch, timing=not args.build_only)
         if args.save and args.compare is not None:
-            raise cli.UsageError("--compare does not save; run --save on its own")
+            raise options.UsageError("--compare does not save; run --save on its own")
         measured_steps = steps if args.build_only else with_first_prior(steps)
         configs = {(s.number, size): cli._checked_config(s, *size) for s in measured_steps for size in shapes}
         if args.build_only:
             return build_only(steps, shapes, configs, arch)
         if not harness.gpu_present():
             if args.save:
-                raise cli.UsageError("--save needs a CUDA GPU and none was found")
+                raise options.UsageError("--save needs a CUDA GPU and none was found")
             if args.compare is not None:
-                raise cli.UsageError("--compare needs a CUDA GPU and none was found")
+                raise options.UsageError("--compare needs a CUDA GPU and none was found")
             print(f"{PROG}: no CUDA GPU found; building only (timing needs a GPU)", file=sys.stderr)
             return build_only(steps, shapes, configs, arch)
         before = _compare_docs(args.compare, steps) if args.compare is not None else None
         return run(steps, shapes, configs, arch, args, before)
-    except (cli.UsageError, ConfigError) as exc:
+    except (options.UsageError, ConfigError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        return options.EXIT_USAGE
 
 
 # --- no GPU: the ladder's resources -------------------------------------------------------------
@@ -178,7 +179,7 @@ def build_all(steps, shapes, configs, arch) -> list[Built]:
                 item.error = f"nvcc failed: {harness._one_line(exc)}"
                 continue
             if item.report is not None and not item.report.ok:
-                item.error = f"nvcc failed: {cli._last_line(item.report.log)}"
+                item.error = f"nvcc failed: {options._last_line(item.report.log)}"
     return built
 
 
@@ -192,7 +193,7 @@ def format_build_summary(built: list[Built], arch: str, have_nvcc: bool) -> str:
     for b in built:
         label = f"{b.step.number}. {b.step.name}" if b.step.number != last else ""
         last = b.step.number
-        prefix = f"{label:<{name_width}}  {cli._size(b.size):>16}"
+        prefix = f"{label:<{name_width}}  {options._size(b.size):>16}"
         if b.error:
             lines.append(f"{prefix}  FAILED: {b.error}")
             continue
@@ -205,7 +206,7 @@ def format_build_summary(built: list[Built], arch: str, have_nvcc: bool) -> str:
                 smem, dynamic = f"{tiles} dyn", True
         note = schedules.padding.describe(b.config, *b.size)
         lines.append(f"{prefix}  {b.config.threads:>7}  {smem:>9}  {regs!s:>5}  {spills!s:>6}  "
-                     f"{cli._config_text(b.config)}" + (f" ({note})" if note else ""))
+                     f"{options._config_text(b.config)}" + (f" ({note})" if note else ""))
     if dynamic:
         lines.append("dyn: dynamic shared memory, from the config's tiles (ptxas reports static shared only)")
     if not have_nvcc:
@@ -218,7 +219,7 @@ def build_only(steps, shapes, configs, arch) -> int:
     built = build_all(steps, shapes, configs, arch)
     print(format_build_summary(built, arch, nvcc.available()))
     print(f"built {len(built)} kernels in {time.monotonic() - started:.1f} s")
-    return cli.EXIT_FAILED if any(b.error for b in built) else 0
+    return options.EXIT_FAILED if any(b.error for b in built) else 0
 
 
 # --- GPU: measure the ladder ------------------------------------------------------------------
@@ -253,7 +254,7 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
     Returns (rows, measured_refs): rows maps (step number, size) to a cli.Row whose prior is
     the step before it measured here (numpy for the first step) and whose % cuBLAS is against
     the cuBLAS fp32 row of this run; measured_refs maps (reference key, size) to a Measurement
-    (steps/references.py; a reference that cannot run at a size has no entry, said once)."""
+    (steps/measure/references.py; a reference that cannot run at a size has no entry, said once)."""
     refs = list(references.ALL) if refs is None else list(refs)
     measured_steps = with_first_prior(steps)
     needs_numpy = prior_of(steps[0]) is None  # the first step's prior is numpy on the CPU
@@ -262,7 +263,7 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
         for size in shapes:
             why_not = references.available(ref, size, gpu_name)
             if why_not:
-                print(f"{references.label(ref, gpu_name)}: no row at {cli._size(size)}: {why_not}", file=sys.stderr)
+                print(f"{references.label(ref, gpu_name)}: no row at {options._size(size)}: {why_not}", file=sys.stderr)
             else:
                 runnable.append((ref, size))
     total = len(shapes) * (len(measured_steps) + int(needs_numpy)) + len(runnable)
@@ -276,17 +277,17 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
         for ref, size in runnable:
             m = references.measure(ref, size, runner, arch, gpu_name, args.repeat, args.seed)
             measured_refs[(ref.key, size)] = m
-            progress.report(f"{references.label(ref, gpu_name)} {cli._size(size)}", _outcome(m))
+            progress.report(f"{references.label(ref, gpu_name)} {options._size(size)}", _outcome(m))
 
         for size in shapes if needs_numpy else ():
             numpy_gflops[size] = harness.time_numpy(*size, seed=args.seed).gflops(*size)
-            progress.report(f"numpy (CPU) {cli._size(size)}", f"{numpy_gflops[size]:.0f} GFLOPS")
+            progress.report(f"numpy (CPU) {options._size(size)}", f"{numpy_gflops[size]:.0f} GFLOPS")
 
         for step in measured_steps:
             for size in shapes:
                 m = compare.measure_safely(runner, step, size, arch, configs[(step.number, size)])
                 measurements[(step.number, size)] = m
-                progress.report(f"step {step.number} {cli._size(size)}", _outcome(m))
+                progress.report(f"step {step.number} {options._size(size)}", _outcome(m))
     finally:
         compare.close(runner)
 
@@ -309,18 +310,18 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
 
 
 def _cell_gflops(m: harness.Measurement) -> str:
-    return f"{m.gflops:.0f}" + (cli.HOST_MARK if m.host_bound else "")
+    return f"{m.gflops:.0f}" + (options.HOST_MARK if m.host_bound else "")
 
 
 def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name: str | None = None) -> str:
     """One row per step; per size GFLOPS, × prior, % cuBLAS; then one row per reference timed.
 
-    A host-bound number carries cli.HOST_MARK (and the legend is printed)."""
+    A host-bound number carries options.HOST_MARK (and the legend is printed)."""
     ref_rows = [r for r in references.ALL if any((r.key, s) in measured_refs for s in shapes)]
     labels = [f"{s.number}. {s.name}" for s in steps] + [references.label(r, gpu_name) for r in ref_rows]
     name_width = max(len(x) for x in labels + ["step"])
     cell = 27  # GFLOPS (9) + x prior (7) + % cuBLAS (7) + 2-space gaps
-    top = f"{'':<{name_width}}" + "".join(f"  {cli._size(size):^{cell}}" for size in shapes)
+    top = f"{'':<{name_width}}" + "".join(f"  {options._size(size):^{cell}}" for size in shapes)
     sub = f"{'step':<{name_width}}" + f"  {'GFLOPS':>9}  {'x prior':>7}  {'% cuBLAS':>7}" * len(shapes)
     lines = [top, sub, "-" * len(sub)]
     flagged = False
@@ -358,13 +359,13 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
         lines.append(f"cuBLAS TF32 is reduced precision (tolerance {harness.TF32_TOLERANCE:g}, not 1e-5): "
                      f"the peer of the TF32 steps ({references.TF32_MARK}: % of cuBLAS TF32), never a baseline for fp32")
     if flagged:
-        lines.append(cli.HOST_LEGEND)
+        lines.append(options.HOST_LEGEND)
     return "\n".join(lines)
 
 
 def run(steps, shapes, configs, arch, args, before: dict | None = None) -> int:
     env = harness.environment()
-    print(f"{PROG}: steps {', '.join(str(s.number) for s in steps)} at {', '.join(map(cli._size, shapes))}; "
+    print(f"{PROG}: steps {', '.join(str(s.number) for s in steps)} at {', '.join(map(options._size, shapes))}; "
           f"{env.get('gpu')} ({env.get('sm_count')} SMs, driver {env.get('driver')}), TVM {env['tvm_version']}, "
           f"arch {arch}, median of {args.repeat} CUDA-event samples")
     started = time.monotonic()
@@ -374,14 +375,14 @@ def run(steps, shapes, configs, arch, args, before: dict | None = None) -> int:
     failed = [r for r in rows.values() if not r.measurement.ok]
     for (number, size), r in rows.items():
         if not r.measurement.ok:
-            print(f"FAILED step {number} {cli._size(size)}: {r.measurement.error}", file=sys.stderr)
+            print(f"FAILED step {number} {options._size(size)}: {r.measurement.error}", file=sys.stderr)
     dropped = False
     if before is not None:
         dropped = print_comparisons(steps, shapes, rows, before)
     if args.save:
         save(steps, shapes, rows, args, arch, measured_refs)
     print(f"ladder measured in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    return cli.EXIT_FAILED if failed or dropped else 0
+    return options.EXIT_FAILED if failed or dropped else 0
 
 
 # --- --compare for the whole ladder -----------------------------------------------------------
@@ -391,10 +392,10 @@ def _compare_docs(path: Path, steps) -> dict:
     """--compare DIR for the ladder: the saved stepN.json of each requested step found there."""
     path = Path(path)
     if not path.is_dir():
-        raise cli.UsageError(f"--compare: {path} is not a results folder (for one file use python -m steps.stepN)")
+        raise options.UsageError(f"--compare: {path} is not a results folder (for one file use python -m steps.stepN)")
     docs = {s.number: compare.load_before(path, s.number) for s in steps if (path / f"step{s.number}.json").exists()}
     if not docs:
-        raise cli.UsageError(f"--compare: {path} holds no stepN.json for steps {', '.join(str(s.number) for s in steps)}")
+        raise options.UsageError(f"--compare: {path} holds no stepN.json for steps {', '.join(str(s.number) for s in steps)}")
     return docs
 
 

@@ -46,9 +46,10 @@ from pathlib import Path
 import schedules
 from schedules import ConfigError
 
-from . import cli
-from ..measure import harness
 from .. import results
+from ..measure import harness
+from ..report.pipes import quiet_broken_pipe
+from . import options
 
 # Searched in three stages, each around the best few of the one before.
 STAGES = (
@@ -226,10 +227,10 @@ def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log) -> d
                 seeds = [step.Config.from_dict(r["config"]) for r in ranked[:top]]
             if ranked:
                 best[size] = ranked[0]
-                print(f"best at {cli._size(size)}: {ranked[0]['gflops'] / 1e3:.1f} TFLOPS "
-                      f"{cli._config_text(step.Config.from_dict(ranked[0]['config']))}", flush=True)
+                print(f"best at {options._size(size)}: {ranked[0]['gflops'] / 1e3:.1f} TFLOPS "
+                      f"{options._config_text(step.Config.from_dict(ranked[0]['config']))}", flush=True)
             else:
-                print(f"no valid candidate ran at {cli._size(size)}", flush=True)
+                print(f"no valid candidate ran at {options._size(size)}", flush=True)
     finally:
         pool.close()
     return best
@@ -253,7 +254,7 @@ def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start) -> list[
             best = max(best, res["gflops"])
             note = f"{res['gflops'] / 1e3:5.1f} TFLOPS"
         cfg_text = " ".join(f"{k}={v}" for k, v in res["config"].items() if k != "vector")
-        print(f"[{label} {count[0]}/{total} {cli._size(size)} {time.time() - start:5.0f}s] {note:<28} "
+        print(f"[{label} {count[0]}/{total} {options._size(size)} {time.time() - start:5.0f}s] {note:<28} "
               f"best {best / 1e3:5.1f}  {cfg_text}", file=sys.stderr, flush=True)
 
     pool.run([(step.number, size, c.as_dict(), arch, repeat) for c in cfgs], on_result)
@@ -288,7 +289,7 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
             ok[size].append(res)
             note = f"{res['gflops'] / 1e3:5.1f} TFLOPS"
         cfg_text = " ".join(f"{k}={v}" for k, v in res["config"].items() if k != "vector")
-        print(f"[{count[0]}/{len(jobs)} {cli._size(size)} {time.time() - start:5.0f}s] {note:<28} {cfg_text}",
+        print(f"[{count[0]}/{len(jobs)} {options._size(size)} {time.time() - start:5.0f}s] {note:<28} {cfg_text}",
               file=sys.stderr, flush=True)
 
     pool = Pool(workers)
@@ -299,14 +300,14 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
     best = {}
     for size in shapes:
         if not ok[size]:
-            print(f"no valid candidate ran at {cli._size(size)}", flush=True)
+            print(f"no valid candidate ran at {options._size(size)}", flush=True)
             continue
         ranked = sorted(ok[size], key=lambda r: -r["gflops"])
         rule = next((r for r in ranked if r["config"] == rule_pick[size]), None)
         best[size] = {"best": ranked[0], "rule": rule}
         rule_text = f"rule's pick {rule['gflops'] / ranked[0]['gflops']:.0%} of it" if rule else "rule's pick failed"
-        print(f"best at {cli._size(size)}: {ranked[0]['gflops'] / 1e3:.1f} TFLOPS "
-              f"{cli._config_text(step.Config.from_dict(ranked[0]['config']))} ({rule_text})", flush=True)
+        print(f"best at {options._size(size)}: {ranked[0]['gflops'] / 1e3:.1f} TFLOPS "
+              f"{options._config_text(step.Config.from_dict(ranked[0]['config']))} ({rule_text})", flush=True)
     return best
 
 
@@ -336,14 +337,14 @@ def best_from_log(step, path: Path) -> dict:
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
-        raise cli.UsageError(f"{path}: {harness._one_line(exc)}") from None
+        raise options.UsageError(f"{path}: {harness._one_line(exc)}") from None
     best: dict = {}
     for line in lines:
         try:
             res = json.loads(line)
             size = (res["M"], res["N"], res["K"])
         except (ValueError, KeyError, TypeError):
-            raise cli.UsageError(f"{path}: not a sweep log line: {line[:60]!r}") from None
+            raise options.UsageError(f"{path}: not a sweep log line: {line[:60]!r}") from None
         if res.get("step") != step.number or res.get("stage") != "shape" or "error" in res:
             continue
         entry = best.setdefault(size, {"best": res, "rule": None})
@@ -375,7 +376,7 @@ def read_shape_file(path: Path) -> list[tuple[int, int, int]]:
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise cli.UsageError(f"{path}: {harness._one_line(exc)}") from None
+        raise options.UsageError(f"{path}: {harness._one_line(exc)}") from None
     shapes: list = []
 
     def one(value):
@@ -405,9 +406,9 @@ def read_shape_file(path: Path) -> list[tuple[int, int, int]]:
     try:
         walk(data)
     except argparse.ArgumentTypeError as exc:
-        raise cli.UsageError(f"{path}: {exc}") from None
+        raise options.UsageError(f"{path}: {exc}") from None
     if not shapes:
-        raise cli.UsageError(f"{path}: no shapes found (tables with M, N, K, or shape = [M, N, K])")
+        raise options.UsageError(f"{path}: no shapes found (tables with M, N, K, or shape = [M, N, K])")
     return list(dict.fromkeys(shapes))
 
 
@@ -436,22 +437,22 @@ def default_workers() -> int:
 
 def parser(prog: str):
     # The options a sweep honours: no --seed (each worker draws its own inputs), no --save.
-    p = cli.new_parser(prog, "search a step's configs on the GPU; keep the best per size")
-    cli.add_problem_options(p)
-    cli.add_repeat_option(p, REPEAT)
-    cli.add_arch_option(p)
+    p = options.new_parser(prog, "search a step's configs on the GPU; keep the best per size")
+    options.add_problem_options(p)
+    options.add_repeat_option(p, REPEAT)
+    options.add_arch_option(p)
     p.add_argument("--shapes", type=parse_shape_list, action="extend", default=[], metavar="MxNxK,...",
                    help="comma-separated shapes, e.g. 256x256x16384,2048x64x2048 (repeatable)")
     p.add_argument("--shape-file", type=Path, default=None, metavar="TOML",
                    help="a shape set (step 11; default: bench/shapes.toml where it exists and no shape is given)")
-    p.add_argument("--candidates", type=cli._positive, default=NEIGHBOURHOOD,
+    p.add_argument("--candidates", type=options._positive, default=NEIGHBOURHOOD,
                    help=f"configs measured per shape, step 11 (default: {NEIGHBOURHOOD}; at most {MAX_NEIGHBOURHOOD})")
     p.add_argument("--from-log", type=Path, default=None, metavar="JSONL",
                    help="step 11: no timing; the best per shape from a sweep's --log (with --write: its table)")
     p.add_argument("--step", type=int, required=True, help="the step whose config space to search")
-    p.add_argument("--top", type=cli._positive, default=TOP,
+    p.add_argument("--top", type=options._positive, default=TOP,
                    help=f"configs carried into each next stage (default: {TOP}; not for step 11)")
-    p.add_argument("--workers", type=cli._positive, default=default_workers(),
+    p.add_argument("--workers", type=options._positive, default=default_workers(),
                    help=f"build processes (default: the CPU count, at most {MAX_WORKERS}; "
                         f"{default_workers()} here)")
     p.add_argument("--write", action="store_true", help="write schedules/tuned/stepN.json")
@@ -460,57 +461,57 @@ def parser(prog: str):
     return p
 
 
-@cli.quiet_broken_pipe
+@quiet_broken_pipe
 def main(argv=None) -> int:
     prog = "python -m steps.sweep"
     try:
         args = parser(prog).parse_args(argv)
         step = schedules.get_step(args.step)
         if step.number < 4:
-            raise cli.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
-        arch = cli.pick_arch(prog, args.arch, timing=not args.dry_run)
+            raise options.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
+        arch = options.pick_arch(prog, args.arch, timing=not args.dry_run)
         by_shape = hasattr(step.module, "sweep_candidates")
         # Options of the other kind of sweep: an error, not silently ignored (a value other
         # than the default is what argparse can tell apart).
         if not by_shape and (args.shapes or args.shape_file or args.candidates != NEIGHBOURHOOD):
-            raise cli.UsageError(f"--shapes, --shape-file and --candidates are for a step swept by shape (11), "
+            raise options.UsageError(f"--shapes, --shape-file and --candidates are for a step swept by shape (11), "
                                  f"not step {step.number}")
         if by_shape and args.top != TOP:
-            raise cli.UsageError(f"--top is for the staged sweeps (steps 4-10), not step {step.number}")
+            raise options.UsageError(f"--top is for the staged sweeps (steps 4-10), not step {step.number}")
         if args.candidates > MAX_NEIGHBOURHOOD:
-            raise cli.UsageError(f"--candidates must be at most {MAX_NEIGHBOURHOOD}, got {args.candidates}")
+            raise options.UsageError(f"--candidates must be at most {MAX_NEIGHBOURHOOD}, got {args.candidates}")
         if args.from_log is not None:
             if not by_shape:
-                raise cli.UsageError(f"--from-log is for a step swept by shape (11), not step {step.number}")
+                raise options.UsageError(f"--from-log is for a step swept by shape (11), not step {step.number}")
             best = best_from_log(step, args.from_log)
             for size, r in best.items():
-                print(f"best at {cli._size(size)}: {r['best']['gflops'] / 1e3:.1f} TFLOPS "
-                      f"{cli._config_text(step.Config.from_dict(r['best']['config']))}")
+                print(f"best at {options._size(size)}: {r['best']['gflops'] / 1e3:.1f} TFLOPS "
+                      f"{options._config_text(step.Config.from_dict(r['best']['config']))}")
             if args.write and best:
                 path = TUNED_DIR / f"step{step.number}.json"
                 write_tuned_shapes(step, best, {"from_log": str(args.from_log)}, path)
                 print(f"wrote {path}")
-            return 0 if best else cli.EXIT_FAILED
+            return 0 if best else options.EXIT_FAILED
         sizes = _sweep_shapes_requested(args, by_shape)
         for size in sizes:  # here, not as a candidate rejected by validate: the size is wrong
             try:
                 schedules.config.check_sizes(*size)
             except ConfigError as exc:
-                raise ConfigError(f"{cli._size(size)}: {exc}") from None
+                raise ConfigError(f"{options._size(size)}: {exc}") from None
         if args.dry_run and by_shape:
             return _dry_run_shapes(step, sizes, arch, args.candidates)
         if args.dry_run:
             for size in sizes:
                 cfgs = candidates(step, *size, arch, STAGES[0][1], step.default_config(*size))
-                print(f"{cli._size(size)}: {len(cfgs)} valid stage-1 (tile) candidates")
+                print(f"{options._size(size)}: {len(cfgs)} valid stage-1 (tile) candidates")
                 for c in cfgs:
-                    print("  " + cli._config_text(c))
+                    print("  " + options._config_text(c))
             return 0
         if not harness.gpu_present():
-            raise cli.UsageError("a sweep times kernels and needs a CUDA GPU; none was found (try --dry-run)")
-    except (cli.UsageError, ConfigError) as exc:
+            raise options.UsageError("a sweep times kernels and needs a CUDA GPU; none was found (try --dry-run)")
+    except (options.UsageError, ConfigError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        return options.EXIT_USAGE
     log = open(args.log, "a") if args.log else None
     try:
         if by_shape:
@@ -528,7 +529,7 @@ def main(argv=None) -> int:
         path = TUNED_DIR / f"step{step.number}.json"
         write_tuned(step, best, harness.environment(), path)
         print(f"wrote {path}")
-    return 0 if len(best) == len(sizes) else cli.EXIT_FAILED
+    return 0 if len(best) == len(sizes) else options.EXIT_FAILED
 
 
 def _sweep_shapes_requested(args, by_shape: bool) -> list[tuple[int, int, int]]:
@@ -538,7 +539,7 @@ def _sweep_shapes_requested(args, by_shape: bool) -> list[tuple[int, int, int]]:
     shape_file = args.shape_file
     if by_shape and not given and SHAPE_FILE.exists():
         shape_file = SHAPE_FILE
-    sizes = cli.requested_shapes(args) if (args.sizes is not None or args.shape or not (args.shapes or shape_file)) else []
+    sizes = options.requested_shapes(args) if (args.sizes is not None or args.shape or not (args.shapes or shape_file)) else []
     sizes += args.shapes
     if shape_file is not None:
         sizes += read_shape_file(shape_file)
@@ -559,14 +560,10 @@ def _dry_run_shapes(step, sizes, arch: str, per_shape: int) -> int:
     for size in sizes:
         cfgs = step.module.sweep_candidates(*size, arch, shape_rule.SM_COUNT, per_shape)
         total += len(cfgs)
-        print(f"{cli._size(size)}: {len(cfgs)} candidates; rule: "
+        print(f"{options._size(size)}: {len(cfgs)} candidates; rule: "
               f"{shape_rule.describe(shape_rule.rule_config(*size, arch=arch), *size)}")
         for c in cfgs:
             tflops = 2 * size[0] * size[1] * size[2] / shape_rule.predicted_seconds(c, *size) / 1e12
-            print(f"  model {tflops:5.1f} TFLOPS  {cli._config_text(c)}")
+            print(f"  model {tflops:5.1f} TFLOPS  {options._config_text(c)}")
     print(f"{total} candidates over {len(sizes)} shapes")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

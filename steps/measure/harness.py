@@ -21,6 +21,8 @@ import numpy as np
 
 import schedules
 
+from . import worker
+
 TOLERANCE = 1e-5
 # TF32 rounds the inputs to 10-bit mantissas (unit roundoff 2^-11): cuBLAS TF32 measured 2.6e-4
 # against float64 at 512-2048 on the H100. A labelled bound for reduced-precision rows only;
@@ -161,7 +163,7 @@ def gpu_arch() -> str | None:
 class KernelRunner:
     """Verifies and times compiled steps on CUDA device 0.
 
-    ``measure`` runs in a worker process (steps/worker.py) unless ``isolate=False``: a kernel
+    ``measure`` runs in a worker process (steps/measure/worker.py, serving ``serve`` below) unless ``isolate=False``: a kernel
     that faults (e.g. a misaligned address) poisons its process's CUDA context, so it is
     reported for its step and size, the worker is replaced, and the next measurement runs in
     a clean context. ``check`` and ``time`` run here, in this process (tests, sweeps).
@@ -239,10 +241,8 @@ class KernelRunner:
         spec = _resolve(step, M, N, K, arch, config)
         if not self.isolate:
             return self._measure_here(spec, M, N, K, arch, config)
-        from . import worker
-
         if self._worker is None:
-            self._worker = worker.Worker(self._worker_target or worker.serve,
+            self._worker = worker.Worker(self._worker_target or serve,
                                          timeout_s=self._timeout_s or worker.DEFAULT_TIMEOUT_S)
         seed = int(self.rng.integers(2**63 - 1))  # fresh inputs per measurement, reproducible
         request = ("measure", (spec, M, N, K, arch, config, self.repeat, seed))
@@ -569,3 +569,33 @@ def _cuda_runtime_version() -> str | None:
         return f"{version // 1000}.{(version % 1000) // 10}"
     except Exception:
         return None
+
+
+# --- the real server, in the child -------------------------------------------------------
+
+
+def serve(conn) -> None:
+    """Answer ("measure", (spec, M, N, K, arch, config, repeat, seed)) requests.
+
+    Replies ("ok", Measurement.as_dict()), ("config_error", message) or ("error", one line). Runs in
+    the worker process; everything CUDA happens here, none of it in the parent.
+    """
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        try:
+            kind, payload = request
+            if kind != "measure":
+                raise ValueError(f"unknown request {kind!r}")
+            spec, M, N, K, arch, config, repeat, seed = payload
+            runner = KernelRunner(repeat=repeat, seed=seed, isolate=False)
+            reply = ("ok", runner.measure(spec, M, N, K, arch, config).as_dict())
+        except schedules.ConfigError as exc:
+            reply = ("config_error", str(exc))
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised here
+            reply = ("error", _one_line(exc))
+        conn.send(reply)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from schedules import references as tvm_refs
 
-from . import harness
 from .. import results
+from . import harness
 
 SCHEMA = "references-1"
 

@@ -10,7 +10,8 @@ reported as failed and the worker is stopped; the next measurement starts a fres
 clean run starts one worker (one TVM import, about 1-3 s) and reuses it for every measurement.
 
 ``Worker`` is the process plumbing, independent of TVM (tests drive it with fake servers);
-``serve`` is the real server loop that runs in the child.
+the real server loop that runs in the child is ``harness.serve``, beside the runner whose
+``measure`` it calls (this module imports nothing of the project's).
 """
 
 from __future__ import annotations
@@ -111,37 +112,3 @@ class Worker:
         if self._conn is not None:
             self._conn.close()
         self._proc = self._conn = None
-
-
-# --- the real server, in the child -------------------------------------------------------
-
-
-def serve(conn) -> None:
-    """Answer ("measure", (spec, M, N, K, arch, config, repeat, seed)) requests.
-
-    Replies ("ok", Measurement.as_dict()), ("config_error", message) or ("error", one line). Runs in
-    the worker process; everything CUDA happens here, none of it in the parent.
-    """
-    from schedules import ConfigError
-
-    from . import harness
-
-    while True:
-        try:
-            request = conn.recv()
-        except (EOFError, OSError):
-            return
-        if request is None:
-            return
-        try:
-            kind, payload = request
-            if kind != "measure":
-                raise ValueError(f"unknown request {kind!r}")
-            spec, M, N, K, arch, config, repeat, seed = payload
-            runner = harness.KernelRunner(repeat=repeat, seed=seed, isolate=False)
-            reply = ("ok", runner.measure(spec, M, N, K, arch, config).as_dict())
-        except ConfigError as exc:
-            reply = ("config_error", str(exc))
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised here
-            reply = ("error", harness._one_line(exc))
-        conn.send(reply)

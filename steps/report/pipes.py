@@ -1,7 +1,7 @@
 """Every CLI's ``main`` is wrapped by ``quiet_broken_pipe``: ``python -m steps.table | head -2``
 stops quietly when ``head`` has read its lines, instead of printing a BrokenPipeError traceback.
 
-Kept apart from steps/cli.py, which imports TVM, so light CLIs (steps.table) stay light.
+Kept apart from steps/commands/cli.py, which imports TVM, so light CLIs (steps.table) stay light.
 """
 
 from __future__ import annotations

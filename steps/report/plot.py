@@ -10,10 +10,10 @@ The PNGs land beside the results they come from, in results/<gpu-slug>/:
                   regressions hatched, their reason is in stepN.json);
 - pct_cublas.png  each step, and TVM's own schedules, as a percentage of cuBLAS strict-fp32 SGEMM;
 - roofline.png    each step at its arithmetic intensity (from the global-memory bytes its
-                  schedule moves, steps/roofline.py) under the measured roofs in machine.json;
+                  schedule moves, steps/measure/roofline.py) under the measured roofs in machine.json;
 - shapes.png      (where python -m steps.bench --save wrote shapes.json) each step per shape of
                   the benchmark set, grouped by class: TFLOPS, and the ratio to cuBLAS fp32.
-A bar whose number is host-bound (the guard in steps/harness.py) is cross-hatched: it may time
+A bar whose number is host-bound (the guard in steps/measure/harness.py) is cross-hatched: it may time
 the host, not the kernel. cuBLAS TF32 (reduced precision, several times the fp32 scale) is left
 to the tables. A plot whose data is missing (no cuBLAS column, no machine.json) is skipped with
 a note. Matplotlib's Agg canvas, no pyplot: nothing needs a display. Each PNG is saved with a
@@ -37,6 +37,7 @@ from matplotlib.ticker import FuncFormatter
 
 from .. import results
 from ..measure import roofline
+from ..results import shapes
 from .pipes import quiet_broken_pipe
 
 PALETTE_COLOURS = 128
@@ -367,13 +368,12 @@ def plot_shapes(doc: dict, path: Path) -> str:
     """Each step per shape of the set, grouped by class: TFLOPS (log scale, cuBLAS as a black
     tick) above, the ratio to cuBLAS strict fp32 below (1.0 solid, the issue's 0.9 dashed).
     Host-bound bars are cross-hatched and their ratios are not kernel-time ratios."""
-    from ..commands import bench
 
     if not doc["method"].get("timed", True):
         return f"skipped {path.name}: the run only checked correctness (--check-only); nothing was timed"
-    index = bench.rows_by(doc)
-    order = bench.shapes_in_order(doc)
-    steps = bench.step_impls(doc)
+    index = shapes.rows_by(doc)
+    order = shapes.shapes_in_order(doc)
+    steps = shapes.step_impls(doc)
     base = doc["baseline"]
     has_base = any(i["key"] == base for i in doc["implementations"])
     fig = Figure(figsize=SHAPES_FIGSIZE, dpi=SHAPES_DPI, layout="constrained")
@@ -393,7 +393,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
         bars = top.bar([x + offset for x in xs], tflops, width, color=colors[k], label=label, linewidth=0)
         _hatch_host_bound(bars, rows)
         if bottom is not None:
-            values = [bench.ratio(doc, impl["key"], shape, index) for _, shape in order]
+            values = [shapes.ratio(doc, impl["key"], shape, index) for _, shape in order]
             bars = bottom.bar([x + offset for x in xs], [v or 0 for v, _ in values], width, color=colors[k],
                               linewidth=0)
             _hatch_host_bound(bars, rows, [r for r in (index.get((base, s)) for _, s in order)])
@@ -406,7 +406,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
         bottom.axhline(1.0, color="black", linewidth=1.2)
         bottom.axhline(0.9, color="black", linewidth=1, linestyle="--", label="0.9× cuBLAS")
         bottom.set_ylabel("× cuBLAS fp32 (log scale)")
-        ratios = [v for impl in steps for _, s in order if (v := bench.ratio(doc, impl["key"], s, index)[0])]
+        ratios = [v for impl in steps for _, s in order if (v := shapes.ratio(doc, impl["key"], s, index)[0])]
         bottom.set_yscale("log")  # 0.5× and 2× the same distance from 1×
         bottom.set_ylim(min(ratios + [0.8]) / 1.25, max(ratios + [1.25]) * 1.25)
         bottom.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
@@ -461,12 +461,11 @@ def _hatch_host_bound(bars, rows, base_rows=None) -> None:
 
 def render_shapes(gpu_dir: Path) -> str:
     """shapes.png from gpu_dir's shapes.json (steps.bench writes both); one line."""
-    from ..commands import bench
 
-    doc = bench.load(gpu_dir)
-    path = Path(gpu_dir) / bench.PLOT_NAME
+    doc = shapes.load(gpu_dir)
+    path = Path(gpu_dir) / shapes.PLOT_NAME
     if doc is None:
-        return f"skipped {path.name}: no {bench.JSON_NAME} in {gpu_dir}"
+        return f"skipped {path.name}: no {shapes.JSON_NAME} in {gpu_dir}"
     with rc_context(STYLE):
         return plot_shapes(doc, path)
 
@@ -479,9 +478,9 @@ def render_gpu_dir(gpu_dir: Path) -> list[str]:
     shapes.json is there; one line each."""
     gpu_dir = Path(gpu_dir)
     docs = results.load_gpu_dir(gpu_dir)
-    shapes = [render_shapes(gpu_dir)] if (gpu_dir / "shapes.json").exists() else []
+    shape_lines = [render_shapes(gpu_dir)] if (gpu_dir / shapes.JSON_NAME).exists() else []
     if not docs:
-        return [f"no stepN.json in {gpu_dir}: nothing to plot"] + shapes
+        return [f"no stepN.json in {gpu_dir}: nothing to plot"] + shape_lines
     refs = reference_docs(gpu_dir, docs)
     with rc_context(STYLE):
         return [
@@ -489,7 +488,7 @@ def render_gpu_dir(gpu_dir: Path) -> list[str]:
             plot_speedup(docs, gpu_dir / "speedup.png"),
             plot_pct_cublas(docs, gpu_dir / "pct_cublas.png", refs),
             plot_roofline(docs, load_machine(gpu_dir), gpu_dir / "roofline.png"),
-        ] + shapes
+        ] + shape_lines
 
 
 @quiet_broken_pipe
@@ -525,7 +524,3 @@ class _UsageError(Exception):
 
 def _usage(message: str):
     raise _UsageError(message)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

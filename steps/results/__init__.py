@@ -1,4 +1,9 @@
-"""Result files: ``results/<gpu-slug>/stepN.json``, written atomically, read by tests and plots.
+"""The results layer: the files runs write and read, and their models (no TVM, no GPU).
+
+This module is the step results, ``results/<gpu-slug>/stepN.json``, written atomically, read by
+tests and plots, and the writing and the GPU folders every document shares. Beside it:
+shapes.py (the shape benchmark's shapes.json), crosscheck.py (crosscheck.json) and
+shapeset.py (bench/shapes.toml, the set the benchmark runs).
 
 Schema (version 2)::
 

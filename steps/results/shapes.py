@@ -1,0 +1,201 @@
+"""results/<gpu>/shapes.json: the shape benchmark's document, and how it is read.
+
+``python -m steps.bench`` (steps/commands/bench.py) measures and writes it; the README's block
+(steps/report/table.py) and shapes.png (steps/report/plot.py) read it through this module, so the
+rows, the ratio to the baseline, the class order, the geometric means and the bar live once,
+below all three. No TVM, no GPU.
+
+Schema ``shapes-1``: {schema, environment, method, shape_set: {path, version, sha256, complete,
+classes: [{name, rationale}]}, baseline, implementations: [{key, label, step | reference, ...}],
+results: [{class, M, N, K, impl, config, median_ms, min_ms, max_ms, gflops, rel_err, host_us,
+host_bound, error}]}.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ResultsError
+
+SCHEMA = "shapes-1"
+JSON_NAME, CSV_NAME, PLOT_NAME = "shapes.json", "shapes.csv", "shapes.png"
+BAR = 0.9  # issue 13: the final CUDA-core step at >= 0.9x cuBLAS fp32 on every shape; those below are listed
+
+
+# --- the document: validated, loaded ----------------------------------------------------------
+
+
+class ShapesError(ResultsError):
+    """A shapes.json that does not follow its schema."""
+
+
+def validate(doc: dict) -> dict:
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ShapesError(f"not a {SCHEMA} document")
+    for key in ("environment", "method", "shape_set", "baseline", "implementations", "results"):
+        if key not in doc:
+            raise ShapesError(f"{SCHEMA} document lacks {key!r}")
+    if "gpu" not in doc["environment"] or "date" not in doc["environment"]:
+        raise ShapesError("environment must name the gpu and the date")
+    keys = {i.get("key") for i in doc["implementations"]}
+    if not doc["results"]:
+        raise ShapesError("no results")
+    for row in doc["results"]:
+        missing = [k for k in ("class", "M", "N", "K", "impl", "gflops", "rel_err", "host_bound", "error") if k not in row]
+        if missing:
+            raise ShapesError(f"result row lacks {', '.join(missing)}")
+        if row["impl"] not in keys:
+            raise ShapesError(f"result row of unknown implementation {row['impl']!r}")
+    return doc
+
+
+def load(gpu_dir: Path) -> dict | None:
+    """results/<gpu>/shapes.json, validated; None when absent."""
+    path = Path(gpu_dir) / JSON_NAME
+    if not path.exists():
+        return None
+    return validate(json.loads(path.read_text()))
+
+
+# --- reading a document: ratios, geometric means, worst shapes -------------------------------------
+
+
+def _shape(row: dict) -> tuple[int, int, int]:
+    return row["M"], row["N"], row["K"]
+
+
+def rows_by(doc: dict) -> dict:
+    return {(r["impl"], _shape(r)): r for r in doc["results"]}
+
+
+def shapes_in_order(doc: dict) -> list[tuple[str, tuple[int, int, int]]]:
+    """(class, shape) in the document's order, once each."""
+    seen: dict = {}
+    for r in doc["results"]:
+        seen.setdefault(_shape(r), r["class"])
+    return [(c, s) for s, c in seen.items()]
+
+
+def ratio(doc: dict, impl: str, shape, index: dict | None = None) -> tuple[float | None, str | None]:
+    """impl's TFLOPS over the baseline's at `shape`, and why not when there is none to compare:
+    a failed or missing row, or a host-bound timing on either side."""
+    index = rows_by(doc) if index is None else index
+    mine, base = index.get((impl, tuple(shape))), index.get((doc["baseline"], tuple(shape)))
+    if mine is None or mine.get("error"):
+        return None, "failed" if mine is not None else "missing"
+    if base is None or base.get("error"):
+        return None, "no baseline"
+    if not mine.get("gflops") or not base.get("gflops"):
+        return None, "not timed"
+    if mine.get("host_bound") or base.get("host_bound"):
+        return mine["gflops"] / base["gflops"], "host-bound"
+    return mine["gflops"] / base["gflops"], None
+
+
+@dataclass
+class ClassSummary:
+    """One class (or the whole run): the geometric mean of the ratios that compare kernel
+    time, and the worst shape among them."""
+
+    name: str
+    shapes: int = 0
+    ratios: list = field(default_factory=list)  # (shape, ratio), comparable ones
+    host_bound: list = field(default_factory=list)  # shapes whose ratio is left out: †
+    failed: list = field(default_factory=list)  # shapes where the implementation failed
+
+    @property
+    def geomean(self) -> float | None:
+        if not self.ratios:
+            return None
+        return math.exp(sum(math.log(r) for _, r in self.ratios) / len(self.ratios))
+
+    @property
+    def worst(self) -> tuple | None:
+        return min(self.ratios, key=lambda sr: sr[1]) if self.ratios else None
+
+
+ALL = "all"
+
+
+def summarize(doc: dict, impl: str) -> list[ClassSummary]:
+    """Per class in the document's order, then ALL over every shape."""
+    index = rows_by(doc)
+    by_class: dict[str, ClassSummary] = {}
+    overall = ClassSummary(ALL)
+    for class_name, shape in shapes_in_order(doc):
+        for summary in (by_class.setdefault(class_name, ClassSummary(class_name)), overall):
+            summary.shapes += 1
+            value, why = ratio(doc, impl, shape, index)
+            if why is None:
+                summary.ratios.append((shape, value))
+            elif why == "host-bound":
+                summary.host_bound.append(shape)
+            elif why == "failed":
+                summary.failed.append(shape)
+    return list(by_class.values()) + [overall]
+
+
+def below_bar(doc: dict, impl: str, bar: float = BAR) -> list[tuple]:
+    """(class, shape, ratio) of every shape where impl's kernel-time ratio is below `bar`, worst first."""
+    index = rows_by(doc)
+    out = []
+    for class_name, shape in shapes_in_order(doc):
+        value, why = ratio(doc, impl, shape, index)
+        if why is None and value < bar:
+            out.append((class_name, shape, value))
+    return sorted(out, key=lambda item: item[2])
+
+
+def step_impls(doc: dict) -> list[dict]:
+    return [i for i in doc["implementations"] if "step" in i]
+
+
+def max_rel_err(doc: dict, impl: str) -> float | None:
+    errors = [r["rel_err"] for r in doc["results"] if r["impl"] == impl and r["rel_err"] is not None]
+    return max(errors) if errors else None
+
+
+# --- written: shapes.json one row a line, shapes.csv flat ------------------------------------------
+
+CSV_FIELDS = ("gpu", "class", "M", "N", "K", "impl", "label", "gflops", "median_ms", "min_ms", "max_ms",
+              "host_us", "host_bound", "rel_err", "cublas_gflops", "ratio_to_cublas", "config", "date")
+
+
+def shapes_csv(doc: dict) -> str:
+    """One line per shape and implementation: the flat view of shapes.json."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    index = rows_by(doc)
+    labels = {i["key"]: i["label"] for i in doc["implementations"]}
+    for r in doc["results"]:
+        base = index.get((doc["baseline"], _shape(r)))
+        value, _ = ratio(doc, r["impl"], _shape(r), index) if r["impl"] != doc["baseline"] else (None, None)
+        writer.writerow({
+            "gpu": doc["environment"]["gpu"], "class": r["class"], "M": r["M"], "N": r["N"], "K": r["K"],
+            "impl": r["impl"], "label": labels[r["impl"]], "gflops": _num(r["gflops"]),
+            "median_ms": _num(r.get("median_ms")), "min_ms": _num(r.get("min_ms")), "max_ms": _num(r.get("max_ms")),
+            "host_us": _num(r.get("host_us")), "host_bound": "" if r.get("host_bound") is None else int(r["host_bound"]),
+            "rel_err": _num(r["rel_err"]), "cublas_gflops": _num(base and base.get("gflops")),
+            "ratio_to_cublas": _num(value),
+            "config": " ".join(f"{k}={v}" for k, v in (r.get("config") or {}).items()),
+            "date": doc["environment"]["date"],
+        })
+    return out.getvalue()
+
+
+def dumps(doc: dict) -> str:
+    """The document as JSON, one line per result row: a third of the size of indent=2 for a
+    file the repository keeps, and still one diff line per changed measurement."""
+    head = json.dumps({k: v for k, v in doc.items() if k != "results"}, indent=2)
+    rows = ",\n".join("    " + json.dumps(r) for r in doc["results"])
+    return head[:-2] + ',\n  "results": [\n' + rows + "\n  ]\n}\n"
+
+
+def _num(value) -> str:
+    return "" if value is None else f"{value:.6g}"
