@@ -22,14 +22,16 @@ import tvm
 from tvm import s_tir
 from tvm.target import Target
 
-from . import nvrtc, one_barrier, padding
+from . import nan_fallback, nvrtc, one_barrier, padding, pipelines
 from .config import ConfigError, check_sizes
 from .matmul import matmul
 from .transforms import hoist_init
 
 # Before anything is built or loaded: TVM's NVRTC compile needs headers, and a machine with a
-# driver but no CUDA toolkit has them only in the wheels (schedules/nvrtc.py says why).
+# driver but no CUDA toolkit has them only in the wheels; and fp32 keeps its subnormals, which
+# TVM's --use_fast_math would flush (schedules/nvrtc.py says why).
 nvrtc.use_wheel_headers()
+nvrtc.keep_subnormals()
 
 __all__ = ["STEPS", "Step", "ConfigError", "get_step", "build", "target", "VALID_ARCHS"]
 
@@ -143,9 +145,15 @@ def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=
     # its one-line ConfigError; then the per-arch shared-memory limit, before compiling.
     sch = s.schedule(M, N, K, cfg)
     cfg.check_shared_memory(arch)
-    # One barrier per k slice is a lowering pass of ours, run after TVM's ThreadSync: a TIR
-    # pipeline of its own (schedules/one_barrier.py), chosen by the config.
-    pipeline = one_barrier.PIPELINE if getattr(cfg, "barriers", 2) == 1 else "default"
+    # Lowering passes of ours, run after TVM's ThreadSync (schedules/pipelines.py): one barrier
+    # per k slice where the config asks (schedules/one_barrier.py), and the fp32 fallback for the
+    # outputs a 3xTF32 step makes NaN (schedules/nan_fallback.py).
+    passes = []
+    if getattr(cfg, "barriers", 2) == 1:
+        passes.append(one_barrier.single_barrier_pass)
+    if getattr(s.module, "NAN_FALLBACK", False):
+        passes.append(nan_fallback.nan_fallback_pass)
+    pipeline = pipelines.with_device_passes(*passes)
     with tvm.transform.PassContext(opt_level=3, config=s.pass_config):
         return tvm.compile(sch.mod, target=tgt, tir_pipeline=pipeline)
 

@@ -16,6 +16,24 @@ come from the same CUDA release, pinned together in pyproject.toml. It runs when
 ``schedules`` is imported, so every process that builds or loads a step (the CLIs, their
 worker processes, your own scripts) has it, and it changes nothing when ``CUDA_PATH`` is
 already set (your toolkit wins) or the wheels are absent.
+
+``keep_subnormals`` runs then too. fp32 here means what SGEMM computes, subnormals included,
+and TVM compiles every kernel with ``--use_fast_math``, which implies ``-ftz=true``: every
+FFMA and FADD flushes subnormal inputs and results to zero (step 11 returned all zeros where
+every product is below 2^-126). Two things make the flush go away, both measured on the H100
+machine (2026-11-24, its NVRTC 13.0.88; tools/fp32_probe.py, docs/fp32-contract.md):
+
+- ``--ftz=false`` after TVM's flags (TVM appends ``TVM_CUDA_NVRTC_EXTRA_OPTS`` after its own):
+  PTX ``fma.rn.f32``, SASS ``FFMA``;
+- a compute cache of our own. With a driver present, NVRTC's PTX -> SASS step goes through the
+  driver's JIT cache (``CUDA_CACHE_PATH``, by default ~/.nv/ComputeCache), whose key does not
+  hold the flush setting: once a kernel was compiled with ``--use_fast_math`` (any run before
+  this fix), compiling the same source with ``--ftz=false`` returns the cached, flushing SASS
+  (seen: FFMA.FTZ from a plain compile; with a fresh cache or ``CUDA_CACHE_DISABLE=1``: FFMA).
+  So ``CUDA_CACHE_PATH`` points at a folder only these flags fill, unless you set it yourself.
+  It takes effect when the process first initialises CUDA, which importing ``schedules``
+  precedes in every command here; a process that initialised CUDA before importing it keeps
+  the driver's default cache.
 """
 
 from __future__ import annotations
@@ -25,6 +43,11 @@ import shlex
 from pathlib import Path
 
 EXTRA_OPTS = "TVM_CUDA_NVRTC_EXTRA_OPTS"
+KEEP_SUBNORMALS = "--ftz=false"
+NVCC_NO_FAST_MATH = "TVM_CUDA_NVCC_NO_FAST_MATH"  # TVM's nvcc path (TVM_CUDA_COMPILE_MODE=nvcc)
+CACHE_PATH = "CUDA_CACHE_PATH"
+# Named for the flags its SASS was compiled with: a change of flags gets a folder of its own.
+OWN_CACHE = Path.home() / ".cache" / "tvm-matmul-ladder" / "cuda-compute-cache-ftz-false"
 
 
 def wheel_header_dirs() -> tuple[Path, Path] | None:
@@ -54,3 +77,14 @@ def use_wheel_headers(environ=os.environ) -> Path | None:
     environ["CUDA_PATH"] = str(root)
     environ[EXTRA_OPTS] = f"-I{shlex.quote(str(cccl))} {environ.get(EXTRA_OPTS, '')}".strip()
     return root
+
+
+def keep_subnormals(environ=os.environ) -> None:
+    """Compile without flushing subnormals to zero: ``--ftz=false`` after TVM's NVRTC flags, no
+    ``--use_fast_math`` on TVM's nvcc path, and a driver compute cache that no flushing compile
+    has filled (the module docstring says why). Idempotent; a user's own settings are kept."""
+    opts = environ.get(EXTRA_OPTS, "")
+    if KEEP_SUBNORMALS not in shlex.split(opts):
+        environ[EXTRA_OPTS] = f"{opts} {KEEP_SUBNORMALS}".strip()
+    environ.setdefault(NVCC_NO_FAST_MATH, "1")
+    environ.setdefault(CACHE_PATH, str(OWN_CACHE))

@@ -23,17 +23,13 @@ so that one barrier serves both purposes:
 first among the device finalization passes). It is safe because the stage the copy writes,
 (k + S - 1) % S, is neither stage k nor, with fragments double-buffered (S >= 3), stage k + 1,
 the only stages this iteration's compute reads. Used by step 13 when ``barriers`` is 1
-(``schedules.build`` picks the pipeline registered here).
+(``schedules.build`` puts it in the pipeline, schedules/pipelines.py).
 """
 
 from __future__ import annotations
 
 import tvm
 from tvm import tirx
-from tvm.s_tir import pipeline as s_tir_pipeline
-from tvm.tirx import compilation_pipeline
-
-PIPELINE = "matmul_ladder_single_barrier"
 
 _COMMIT = "async_commit_queue_scope"
 _WAIT = "async_wait_queue_scope"
@@ -97,11 +93,3 @@ def _rewrite(stmt):
 @tvm.tirx.transform.prim_func_pass(opt_level=0, name="SingleBarrierPerSlice")
 def single_barrier_pass(func, mod, ctx):
     return func.with_body(_rewrite(func.body))
-
-
-def _pipeline():
-    lower, finalize_host, finalize_device = s_tir_pipeline.default_s_tir_pipeline()
-    return lower, finalize_host, lambda: tvm.transform.Sequential([single_barrier_pass, finalize_device()])
-
-
-compilation_pipeline.PIPELINE_MAP[PIPELINE] = _pipeline

@@ -4,7 +4,7 @@ Every module at the top of this package is an entry point, two lines over the co
 
     step1.py … step14.py   python -m steps.stepN    one step: build, check, time (commands/cli.py)
     __main__.py            python -m steps          the whole ladder (commands/ladder.py)
-    bench.py  sweep.py  cublas.py  crosscheck.py    commands/<name>.py
+    bench.py  sweep.py  cublas.py  crosscheck.py  special.py    commands/<name>.py
     plot.py  table.py                               report/<name>.py
 
 The packages, each importing only from those below it (tests/test_layout.py holds them to it):

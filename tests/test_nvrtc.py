@@ -77,3 +77,52 @@ def test_wheel_headers_are_used_unless_cuda_path_is_set():
 
     mine = {"CUDA_PATH": "/opt/my-cuda"}
     assert nvrtc.use_wheel_headers(mine) is None and mine == {"CUDA_PATH": "/opt/my-cuda"}
+
+
+# --- fp32 keeps its subnormals (issue 28) -------------------------------------------------------
+
+
+def test_keep_subnormals_appends_ftz_false_once_and_keeps_the_users_settings():
+    env = {nvrtc.EXTRA_OPTS: "-I/x --my-flag"}
+    nvrtc.keep_subnormals(env)
+    nvrtc.keep_subnormals(env)  # idempotent
+    assert env[nvrtc.EXTRA_OPTS] == "-I/x --my-flag --ftz=false"  # after TVM's --use_fast_math, after the user's
+    assert env[nvrtc.NVCC_NO_FAST_MATH] == "1"
+    assert env[nvrtc.CACHE_PATH] == str(nvrtc.OWN_CACHE) and "ftz-false" in nvrtc.OWN_CACHE.name
+    mine = {nvrtc.CACHE_PATH: "/my/cache", nvrtc.NVCC_NO_FAST_MATH: "0"}
+    nvrtc.keep_subnormals(mine)
+    assert mine[nvrtc.CACHE_PATH] == "/my/cache" and mine[nvrtc.NVCC_NO_FAST_MATH] == "0"
+    assert mine[nvrtc.EXTRA_OPTS] == "--ftz=false"
+
+
+PTX = r"""
+import json, os, re, sys
+import schedules
+from tvm.support import nvcc
+
+if sys.argv[2] == "fast-math":  # TVM's flags alone: what every kernel got before the fix
+    os.environ[schedules.nvrtc.EXTRA_OPTS] = os.environ[schedules.nvrtc.EXTRA_OPTS].replace("--ftz=false", "")
+out = {}
+for number in json.loads(sys.argv[1]):
+    source = schedules.cuda_source(schedules.build(number, 256, 256, 256, arch="sm_90"))
+    ptx = bytes(nvcc.compile_cuda(source, "ptx", "sm_90", compiler="nvrtc")).decode()
+    out[number] = {"ftz": len(re.findall(r"\.ftz\.f32", ptx)), "fp32": len(re.findall(r"\b(?:fma|add|sub)(?:\.rn)?\.f32", ptx))}
+print(json.dumps(out))
+"""
+
+
+def _ptx_counts(mode: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", PTX, json.dumps([11, 14]), mode], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_steps_compile_without_flushing_subnormals():
+    """Through TVM's own NVRTC call, as on a GPU: no .ftz in the PTX of step 11 (FFMA) or step 14
+    (the split's and the promote's FADD); with TVM's flags alone, every one of them flushes.
+    (On the GPU machine the SASS is checked too: tools/fp32_probe.py.)"""
+    ours, before = _ptx_counts("ours"), _ptx_counts("fast-math")
+    for number in ("11", "14"):
+        assert ours[number]["ftz"] == 0 and ours[number]["fp32"] > 50, ours
+        assert before[number]["ftz"] >= ours[number]["fp32"] > 0, before

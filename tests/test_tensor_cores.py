@@ -237,7 +237,8 @@ def test_split_happens_once_per_fragment_in_registers():
     assert f"+ (uint){0x1000})" not in src
     # The split's inputs are fragment registers, loaded once from shared memory, never
     # shared memory itself (that would split per use).
-    inputs = re.findall(r"float (v_\w*) = (.+);", src)  # per register: x (for small), x (for big)
+    inputs = [(v, rhs) for v, rhs in re.findall(r"float (v_\w*) = (.+);", src)  # per register: x (for small),
+              if "buf_dyn_shmem" not in rhs]  # x (for big); not the NaN test's re-read of C (nan_fallback.py)
     assert len(inputs) == 2 * n
     assert all(re.match(r"[AB]_split_local_ptr(?:_\d+)?\[\d+\]", rhs) for _, rhs in inputs), inputs[:3]
     assert mask not in _source(13, (512, 512, 512))
@@ -267,6 +268,7 @@ def test_odd_shapes_predicate_loads_and_stores(step):
         else:
             assert "condval" in kernel
     whole = cli.kernel_only(_source(step.number, (512, 512, 512)))
+    whole = NAN_CHECK.sub("", whole)  # step 14's one branch: the NaN test after the store (nan_fallback.py)
     assert not re.search(r"\bif \(|condval", whole), "a predicate where the tiles divide"
 
 
@@ -736,3 +738,59 @@ def test_one_barrier_builds_where_the_loop_is_short_or_absent(shape):
     assert MMA in src
     if "for (int k_0_0 = 0;" in src:
         assert _k_loop_head(src)[1:3] == ["sync", "copy"]
+
+
+# --- the fp32 fallback for NaN outputs (schedules/nan_fallback.py) ---------------------------------
+
+NAN_CHECK = re.compile(r"if \(\(uint\)2139095040 < \(\(\*\(uint \*\)\(&\(v__\d+\)\)\) & \(uint\)2147483647\)\) \{")
+C_STORE = re.compile(r"\*\((float\d?)\*\)\(C_ptr \+|C_ptr\[[^;]*\] = (?!fp32_fallback)")
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 256), (100, 130, 70), (2048, 2048, 2048)], ids=_id)
+def test_step14_recomputes_its_nan_outputs_in_fp32(shape):
+    """After each store of C, a loop over the stored lanes reads each back from the shared tile
+    and tests it for NaN (by its bits); a NaN one is computed again, K serial fmaf of A's row and
+    B's column from global memory, and stored over it. 3xTF32 makes NaN wherever an infinity
+    reaches an output (small = inf - inf); fp32 there is +-inf (or NaN)."""
+    M, N, K = shape
+    src = _source(14, shape)
+    stores = [{"float4": 4, "float2": 2}.get(m.group(1), 1) for m in C_STORE.finditer(src)]
+    lane_loops = [int(n) for n in re.findall(r"for \(int lane = 0; lane < (\d+); \+\+lane\)", src)]
+    fallbacks = re.findall(rf"for \(int (k(?:_\d+)?) = 0; \1 < {K}; \+\+\1\) \{{\s*fp32_fallback_ptr\[0\] = "
+                           rf"fmaf\(A_ptr\[[^;]*\], B_ptr\[\(\(k(?:_\d+)? \* {N}\) \+[^;]*\], fp32_fallback_ptr\[0\]\);", src)
+    assert stores and len(NAN_CHECK.findall(src)) == len(fallbacks) == len(stores)
+    assert sorted(lane_loops) == sorted(n for n in stores if n > 1)  # one loop over each vector store's lanes
+    assert src.count("] = fp32_fallback_ptr[0];") == len(stores)  # each writes C back
+    # The hot loop is untouched: the same mma count as without the pass.
+    plain = schedules.cuda_source(tvm.compile(schedules.get_step(14).schedule(*shape).mod, target=schedules.target()))
+    assert src.count(MMA) == plain.count(MMA) and "fp32_fallback" not in plain
+
+
+def test_only_3xtf32_gets_the_fallback():
+    assert not NAN_CHECK.search(_source(13, (256, 256, 256))) and not NAN_CHECK.search(_source(12, (256, 256, 256)))
+    assert getattr(step14_3xtf32, "NAN_FALLBACK", False)
+
+
+def test_the_fallback_reads_m_n_k_from_the_flat_sizes():
+    from schedules import nan_fallback
+
+    def flat(n, name):
+        return tvm.tirx.decl_buffer((n,), "float32", name=name)
+
+    f = nan_fallback._Fallback(flat(100 * 70, "A"), flat(70 * 130, "B"), flat(100 * 130, "C"))
+    assert (f.M, f.N, f.K) == (100, 130, 70)
+    with pytest.raises(ValueError, match="not M\\*K, K\\*N, M\\*N"):
+        nan_fallback._Fallback(flat(100 * 70, "A"), flat(71 * 130, "B"), flat(100 * 130, "C"))
+
+
+def test_pipelines_compose_the_device_passes():
+    from schedules import nan_fallback, one_barrier, pipelines
+
+    assert pipelines.with_device_passes() == "default"
+    name = pipelines.with_device_passes(one_barrier.single_barrier_pass, nan_fallback.nan_fallback_pass)
+    assert name == "matmul_ladder:SingleBarrierPerSlice+Fp32FallbackForNaN"
+    assert name == pipelines.with_device_passes(one_barrier.single_barrier_pass, nan_fallback.nan_fallback_pass)
+    # step 14 at one barrier per slice runs both passes (its k loop, with the promote in it, is not
+    # one the barrier pass rewrites; step 13's is: test_one_barrier_per_slice_reorders_the_k_loop)
+    cfg = dataclasses.replace(schedules.get_step(14).default_config(2048, 2048, 2048), barriers=1)
+    assert NAN_CHECK.search(_source(14, (2048, 2048, 2048), cfg))

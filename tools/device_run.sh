@@ -8,6 +8,8 @@
 #   ONLY_TESTS=1 ...                         # the GPU tests only (a second 10-minute call)
 #   SIZES="512 1024 2048 4096" ...           # the ladder's sizes (default: 512 1024 2048 4096)
 #   CROSSCHECK_STEPS=11,13,14 ...            # steps the ncu cross-check times (default: those)
+#   SPECIAL=1 ...                            # also fp32's special values (python -m steps.special --save,
+#                                            # about 4 minutes: best in a call of its own with SKIP_TESTS=1)
 # It needs the project installed (pip install -e ".[test,cublas]"; MS_TUNE also ".[tune]"), or,
 # on a machine without a package index, TVM from a bundle in .gpu/ (see .gpu/setup.sh).
 # Everything it writes lands in the working tree (results/, schedules/tuned/, README.md) and
@@ -43,6 +45,11 @@ if [ "${ONLY_TESTS:-0}" != 1 ]; then
   t0=$SECONDS
   timeout 330 python3 -m steps.crosscheck --save --steps "${CROSSCHECK_STEPS:-11,13,14}" > logs/crosscheck.out 2> logs/crosscheck.err
   echo "crosscheck rc=$? $((SECONDS-t0))s"; tail -n 14 logs/crosscheck.out
+fi
+if [ "${SPECIAL:-0}" = 1 ]; then
+  t0=$SECONDS
+  timeout 400 python3 -m steps.special --save > logs/special.out 2> logs/special.err
+  echo "special rc=$? $((SECONDS-t0))s"; tail -n 4 logs/special.out
 fi
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t0=$SECONDS

@@ -125,6 +125,14 @@ def load(path: Path) -> dict:
         return validate(json.load(f))
 
 
+def load_document(gpu_dir: Path, name: str, validate=lambda doc: doc) -> dict | None:
+    """results/<gpu>/<name>, parsed and validated; None when absent (one GPU has no such run)."""
+    path = Path(gpu_dir) / name
+    if not path.exists():
+        return None
+    return validate(json.loads(path.read_text()))
+
+
 def committed(gpu_name: str, step_number: int, results_dir: Path = RESULTS_DIR) -> dict | None:
     """The committed results of a step on this GPU model, or None if there are none."""
     path = step_path(results_dir, gpu_name, step_number)

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from . import load_document
 
 JSON_NAME = "crosscheck.json"
 
 
 def load(gpu_dir: Path) -> dict | None:
     """results/<gpu>/crosscheck.json, or None when absent."""
-    path = Path(gpu_dir) / JSON_NAME
-    return json.loads(path.read_text()) if path.exists() else None
+    return load_document(gpu_dir, JSON_NAME)

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ResultsError
+from . import ResultsError, load_document
 
 SCHEMA = "shapes-1"
 JSON_NAME, CSV_NAME, PLOT_NAME = "shapes.json", "shapes.csv", "shapes.png"
@@ -56,10 +56,7 @@ def validate(doc: dict) -> dict:
 
 def load(gpu_dir: Path) -> dict | None:
     """results/<gpu>/shapes.json, validated; None when absent."""
-    path = Path(gpu_dir) / JSON_NAME
-    if not path.exists():
-        return None
-    return validate(json.loads(path.read_text()))
+    return load_document(gpu_dir, JSON_NAME, validate)
 
 
 # --- reading a document: ratios, geometric means, worst shapes -------------------------------------
