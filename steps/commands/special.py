@@ -129,27 +129,26 @@ def run(steps, classes, size: int, seed: int, arch: str, progress=None) -> dict:
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     kernels = data.StepKernels(arch)
     rows = []
-    for n, cls in enumerate(classes):
-        a, b = data.operands(cls, size, seed + n)
+    for cls in classes:
+        # A class's operands depend on the seed and the class alone, not on which others run.
+        a, b = data.operands(cls, size, seed + data.CLASSES.index(cls))
         ref = data.reference(a, b)
         base = _scored(special.BASELINE, cls, lambda: data.run_cublas(a, b), ref)
         rows.append({**base, "cublas_rel_err": base["rel_err"], "cublas_pattern_equal": base["pattern_equal"]})
         for step in steps:
             row = _scored(f"step{step.number}", cls, lambda: kernels.run(step, a, b), ref)
             rows.append({**row, "cublas_rel_err": base["rel_err"], "cublas_pattern_equal": base["pattern_equal"]})
-        progress(f"  {cls.name}: cuBLAS {report._err(base['rel_err'])}; "
-                 + ", ".join(f"step {s.number} {report._err(r['rel_err'])}" for s, r in zip(steps, rows[-len(steps):])))
+        progress(f"  {cls.name}: cuBLAS {report.error_text(base['rel_err'])}; "
+                 + ", ".join(f"step {s.number} {report.error_text(r['rel_err'])}" for s, r in zip(steps, rows[-len(steps):])))
     return document(steps, classes, size, seed, rows)
 
 
 def _scored(impl: str, cls, compute, ref) -> dict:
     try:
-        scores = data.score(compute(), ref)
-        error = None
+        return {"impl": impl, "class": cls.name, **data.score(compute(), ref), "error": None}
     except Exception as exc:  # a build or launch failure is this row's, and the run goes on
-        scores, error = {"rel_err": None, "pattern_equal": False, "nonfinite": None, "ref_nonfinite": None}, \
-            harness._one_line(exc)
-    return {"impl": impl, "class": cls.name, **scores, "error": error}
+        return {"impl": impl, "class": cls.name, "rel_err": None, "pattern_equal": False, "nonfinite": None,
+                "ref_nonfinite": None, "error": harness._one_line(exc)}
 
 
 def document(steps, classes, size: int, seed: int, rows: list[dict]) -> dict:

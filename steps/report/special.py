@@ -13,7 +13,8 @@ MISS = "✗"  # over the error bar, or NaN / inf where float64 has none (or the 
 PATTERN_MARK = "ⁿ"  # cuBLAS's own NaN / inf pattern differs from float64's: nothing asked of the steps
 
 
-def _err(value) -> str:
+def error_text(value) -> str:
+    """An error as the table prints it: 5.2e-07, inf, or – for none."""
     if value is None:
         return "–"
     return "inf" if value == float("inf") else f"{value:.1e}"
@@ -24,7 +25,7 @@ def cell(row: dict | None) -> str:
         return "–"
     if row.get("error"):
         return f"failed ({MISS})"
-    text = _err(row["rel_err"])
+    text = error_text(row["rel_err"])
     if row["impl"] == special.BASELINE:
         return text + ("" if row["pattern_equal"] else f" {PATTERN_MARK}")
     marks = []
