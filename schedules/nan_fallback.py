@@ -37,17 +37,15 @@ import math
 import tvm
 from tvm import tirx
 
+from . import pipelines
+
 _OUTPUT, _LEFT, _RIGHT = "C", "A", "B"
-
-
-def _seq(stmt) -> list:
-    return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
 
 
 def _global_buffers(body) -> dict:
     """The kernel's global buffers declared at its top, by name."""
     found = {}
-    for stmt in _seq(body):
+    for stmt in pipelines.statements(body):
         if isinstance(stmt, tirx.DeclBuffer) and stmt.buffer.scope() == "global":
             found[stmt.buffer.name] = stmt.buffer
     return found
@@ -125,32 +123,20 @@ def _checked_store(store: tirx.BufferStore, fallback: _Fallback) -> tirx.Stmt | 
                                          tirx.ForKind.SERIAL, check)])
 
 
-def _rewrite(stmt, output, fallback: _Fallback):
-    if isinstance(stmt, tirx.BufferStore):
-        if stmt.buffer.same_as(output):
-            return _checked_store(stmt, fallback) or stmt
-        return stmt
-    if isinstance(stmt, tirx.SeqStmt):
-        return tirx.SeqStmt([_rewrite(s, output, fallback) for s in stmt.seq])
-    if isinstance(stmt, tirx.AttrStmt):
-        return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, _rewrite(stmt.body, output, fallback))
-    if isinstance(stmt, tirx.IfThenElse):
-        return tirx.IfThenElse(stmt.condition, _rewrite(stmt.then_case, output, fallback),
-                               None if stmt.else_case is None else _rewrite(stmt.else_case, output, fallback))
-    if isinstance(stmt, tirx.While):
-        return tirx.While(stmt.condition, _rewrite(stmt.body, output, fallback))
-    if isinstance(stmt, tirx.For):
-        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, _rewrite(stmt.body, output, fallback),
-                        stmt.thread_binding, stmt.annotations, stmt.step)
-    return stmt
-
-
 def add_fallback(body):
     """The kernel body with every checked store of C; unchanged where C, A or B is not found."""
     buffers = _global_buffers(body)
     if not all(name in buffers for name in (_OUTPUT, _LEFT, _RIGHT)):
         return body
-    return _rewrite(body, buffers[_OUTPUT], _Fallback(buffers[_LEFT], buffers[_RIGHT], buffers[_OUTPUT]))
+    output = buffers[_OUTPUT]
+    fallback = _Fallback(buffers[_LEFT], buffers[_RIGHT], output)
+
+    def visit(node):
+        if isinstance(node, tirx.BufferStore) and node.buffer.same_as(output):
+            return _checked_store(node, fallback)
+        return None
+
+    return pipelines.rewrite(body, visit)
 
 
 @tvm.tirx.transform.prim_func_pass(opt_level=0, name="Fp32FallbackForNaN")

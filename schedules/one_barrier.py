@@ -31,6 +31,8 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
+from . import pipelines
+
 _COMMIT = "async_commit_queue_scope"
 _WAIT = "async_wait_queue_scope"
 _INFLIGHT = "async_wait_inflight_count"
@@ -41,13 +43,9 @@ def _is_sync(stmt) -> bool:
             and getattr(stmt.value.op, "name", "") == "tirx.tvm_storage_sync")
 
 
-def _seq(stmt) -> list:
-    return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
-
-
 def _single_barrier_body(body):
     """The rewritten loop body, or None when it is not a pipelined cp.async body."""
-    seq = _seq(body)
+    seq = pipelines.statements(body)
     if len(seq) < 2:
         return None
     commit, wait = seq[0], seq[1]
@@ -56,9 +54,9 @@ def _single_barrier_body(body):
             and isinstance(wait.body, tirx.AttrStmt) and wait.body.attr_key == _INFLIGHT
             and isinstance(wait.body.value, tvm.tirx.IntImm) and wait.body.value.value >= 1):
         return None
-    copies = _seq(commit.body)
+    copies = pipelines.statements(commit.body)
     syncs = [i for i, s in enumerate(copies) if _is_sync(s)]
-    computes = _seq(wait.body.body)
+    computes = pipelines.statements(wait.body.body)
     if len(syncs) != 1 or not computes or not _is_sync(computes[0]):
         return None
     del copies[syncs[0]]
@@ -71,25 +69,14 @@ def _single_barrier_body(body):
     return new_wait if len(seq) == 2 else tirx.SeqStmt([new_wait, *seq[2:]])
 
 
-def _rewrite(stmt):
-    """stmt with every pipelined loop body rewritten (the tree nests through these five)."""
-    if isinstance(stmt, tirx.SeqStmt):
-        return tirx.SeqStmt([_rewrite(s) for s in stmt.seq])
-    if isinstance(stmt, tirx.AttrStmt):
-        return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, _rewrite(stmt.body))
-    if isinstance(stmt, tirx.IfThenElse):
-        return tirx.IfThenElse(stmt.condition, _rewrite(stmt.then_case),
-                               None if stmt.else_case is None else _rewrite(stmt.else_case))
-    if isinstance(stmt, tirx.While):
-        return tirx.While(stmt.condition, _rewrite(stmt.body))
-    if isinstance(stmt, tirx.For):
-        body = _rewrite(stmt.body)
-        body = _single_barrier_body(body) or body
-        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
-                        stmt.annotations, stmt.step)
-    return stmt
+def _rewrite_loop(node):
+    """A loop whose body is a pipelined cp.async body, with that body rewritten; else None."""
+    if isinstance(node, tirx.For):
+        body = _single_barrier_body(node.body)
+        return None if body is None else pipelines.with_body(node, body)
+    return None
 
 
 @tvm.tirx.transform.prim_func_pass(opt_level=0, name="SingleBarrierPerSlice")
 def single_barrier_pass(func, mod, ctx):
-    return func.with_body(_rewrite(func.body))
+    return func.with_body(pipelines.rewrite(func.body, _rewrite_loop))

@@ -1,4 +1,5 @@
-"""TVM's default TIR pipeline with the ladder's own device passes run first: one name per set.
+"""TVM's default TIR pipeline with the ladder's own device passes run first: one name per set,
+and the walk over the lowered kernel those passes share.
 
 Two steps need a pass no schedule primitive can express, run on the lowered kernel:
 schedules/one_barrier.py (one barrier per cp.async slice, step 13 at ``barriers`` 1) and
@@ -9,6 +10,7 @@ first among the device finalization passes, after ThreadSync, in the order given
 from __future__ import annotations
 
 import tvm
+from tvm import tirx
 from tvm.s_tir import pipeline as s_tir_pipeline
 from tvm.tirx import compilation_pipeline
 
@@ -28,3 +30,33 @@ def with_device_passes(*passes) -> str:
 
         compilation_pipeline.PIPELINE_MAP[name] = pipeline
     return name
+
+
+def statements(stmt) -> list:
+    """A SeqStmt's statements, or the one statement."""
+    return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
+
+
+def rewrite(stmt, visit):
+    """stmt rebuilt bottom-up through the statements a lowered kernel nests (SeqStmt, AttrStmt,
+    IfThenElse, While, For); ``visit(node)``, called on each after its children, may return a
+    replacement (None keeps it)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        stmt = tirx.SeqStmt([rewrite(s, visit) for s in stmt.seq])
+    elif isinstance(stmt, tirx.AttrStmt):
+        stmt = tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, rewrite(stmt.body, visit))
+    elif isinstance(stmt, tirx.IfThenElse):
+        stmt = tirx.IfThenElse(stmt.condition, rewrite(stmt.then_case, visit),
+                               None if stmt.else_case is None else rewrite(stmt.else_case, visit))
+    elif isinstance(stmt, tirx.While):
+        stmt = tirx.While(stmt.condition, rewrite(stmt.body, visit))
+    elif isinstance(stmt, tirx.For):
+        stmt = with_body(stmt, rewrite(stmt.body, visit))
+    replaced = visit(stmt)
+    return stmt if replaced is None else replaced
+
+
+def with_body(loop, body):
+    """The For `loop` with `body` in place of its own."""
+    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, loop.thread_binding, loop.annotations,
+                    loop.step)
