@@ -22,7 +22,7 @@ import tvm
 from tvm import s_tir
 from tvm.target import Target
 
-from . import nan_fallback, nvrtc, one_barrier, padding, pipelines
+from . import long_k, nan_fallback, nvrtc, one_barrier, padding, pipelines
 from .config import ConfigError, check_sizes
 from .matmul import matmul
 from .transforms import hoist_init
@@ -146,11 +146,14 @@ def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=
     sch = s.schedule(M, N, K, cfg)
     cfg.check_shared_memory(arch)
     # Lowering passes of ours, run after TVM's ThreadSync (schedules/pipelines.py): one barrier
-    # per k slice where the config asks (schedules/one_barrier.py), and the fp32 fallback for the
-    # outputs a 3xTF32 step makes NaN (schedules/nan_fallback.py).
+    # per k slice where the config asks (schedules/one_barrier.py), a second accumulator where an
+    # fp32 sum runs over a long K (schedules/long_k.py), and the fp32 fallback for the outputs a
+    # 3xTF32 step makes NaN (schedules/nan_fallback.py).
     passes = []
     if getattr(cfg, "barriers", 2) == 1:
         passes.append(one_barrier.single_barrier_pass)
+    if s.precision == "fp32" and long_k.applies(cfg, K):
+        passes.append(long_k.promote_pass)
     if getattr(s.module, "NAN_FALLBACK", False):
         passes.append(nan_fallback.nan_fallback_pass)
     pipeline = pipelines.with_device_passes(*passes)

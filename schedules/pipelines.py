@@ -1,8 +1,9 @@
 """TVM's default TIR pipeline with the ladder's own device passes run first: one name per set,
 and the walk over the lowered kernel those passes share.
 
-Two steps need a pass no schedule primitive can express, run on the lowered kernel:
-schedules/one_barrier.py (one barrier per cp.async slice, step 13 at ``barriers`` 1) and
+Some steps need a pass no schedule primitive can express, run on the lowered kernel:
+schedules/one_barrier.py (one barrier per cp.async slice, step 13 at ``barriers`` 1),
+schedules/long_k.py (a second accumulator for sums over a long K, the fp32 steps) and
 schedules/nan_fallback.py (an fp32 fallback for the outputs 3xTF32 makes NaN, step 14). They run
 first among the device finalization passes, after ThreadSync, in the order given.
 """
@@ -37,21 +38,27 @@ def statements(stmt) -> list:
     return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
 
 
-def rewrite(stmt, visit):
+def rewrite(stmt, visit, enter=None):
     """stmt rebuilt bottom-up through the statements a lowered kernel nests (SeqStmt, AttrStmt,
     IfThenElse, While, For); ``visit(node)``, called on each after its children, may return a
-    replacement (None keeps it)."""
+    replacement (None keeps it). ``enter(node)``, if given, is called on each before its
+    children: a replacement it returns is kept as it is, its children not visited (the
+    outermost match wins, as schedules/long_k.py needs)."""
+    if enter is not None:
+        replaced = enter(stmt)
+        if replaced is not None:
+            return replaced
     if isinstance(stmt, tirx.SeqStmt):
-        stmt = tirx.SeqStmt([rewrite(s, visit) for s in stmt.seq])
+        stmt = tirx.SeqStmt([rewrite(s, visit, enter) for s in stmt.seq])
     elif isinstance(stmt, tirx.AttrStmt):
-        stmt = tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, rewrite(stmt.body, visit))
+        stmt = tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, rewrite(stmt.body, visit, enter))
     elif isinstance(stmt, tirx.IfThenElse):
-        stmt = tirx.IfThenElse(stmt.condition, rewrite(stmt.then_case, visit),
-                               None if stmt.else_case is None else rewrite(stmt.else_case, visit))
+        stmt = tirx.IfThenElse(stmt.condition, rewrite(stmt.then_case, visit, enter),
+                               None if stmt.else_case is None else rewrite(stmt.else_case, visit, enter))
     elif isinstance(stmt, tirx.While):
-        stmt = tirx.While(stmt.condition, rewrite(stmt.body, visit))
+        stmt = tirx.While(stmt.condition, rewrite(stmt.body, visit, enter))
     elif isinstance(stmt, tirx.For):
-        stmt = with_body(stmt, rewrite(stmt.body, visit))
+        stmt = with_body(stmt, rewrite(stmt.body, visit, enter))
     replaced = visit(stmt)
     return stmt if replaced is None else replaced
 

@@ -70,6 +70,9 @@ barriers, which cuBLAS avoids with a third of our occupancy. The TensorIR -> CUD
 route does not control that. This is measured, not a lowered target: step 10 stays at 0.90x cuBLAS at
 2048 (kernel time, H100, 2026-11-22).
 
+Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
+k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+
 Run: python -m steps.step10
 """
 

@@ -163,6 +163,15 @@ a long K (16x1x65536: 16 blocks, 0.41x; 130x1x2048 0.54x), where the mode runs o
 row and the tiled path, split over blocks, ran slower still (0.08-0.10 against 0.16 TFLOPS):
 K split over blocks as well as threads would be the next step.
 
+Long K (issue 28's contract, 2026-11-24): at 16 x 16 x 2^20 the rule splits 64 ways, and each
+partial is still one serial fp32 sum of 2^14 k: 2.3e-6 against cuBLAS SGEMM's 1.1e-6 (H100;
+at 2^16, chunks of 1024 k, 6.4e-7, within the contract). Where a chunk is at least 8192 k long,
+the build now adds a second accumulator to the partials kernel (schedules/long_k.py: each 512 k
+summed from zero, then added into it); the reduction kernel is unchanged. A float32 simulation
+of that order predicts 4.3e-7 at 2^20 (2.3e-6 for the present one); not yet measured. Chunks
+under 8192 k, every tuned shape's included, build the same CUDA as before; the matrix-vector
+and vector-matrix modes are not promoted.
+
 Run: python -m steps.step11 --shape 256 256 16384 --shape 2048 64 2048
 """
 

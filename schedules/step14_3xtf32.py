@@ -72,7 +72,10 @@ schedules/nan_fallback.py), 0.986x / 0.972x the speed at 2048 / 4096 in alternat
 where keeping infinities out of the split itself cost 9% / 7%. Limits, measured: operands
 near 2^-120 keep 16 of their 24 bits (TF32's smallest value is 2^-136; 1.5e-5 against 5.7e-7),
 and a 16 x 16 x 2^20 product sums 2^15 slices in fp32 in order (3.1e-6 against SGEMM's
-split-K 1.1e-6).
+split-K 1.1e-6). Since then, where C_acc adds more than 512 slice sums (K over about 16384), the
+build promotes it every 512 slices into a second accumulator (schedules/long_k.py); predicted
+(a float32 simulation of the adds, plus the tensor core's ~5e-7 of truncation within a slice)
+~6.5e-7 at 2^16 and ~7e-7 at 2^20, not yet measured. K up to 16384 builds the same CUDA as before.
 
 Run: python -m steps.step14
 """

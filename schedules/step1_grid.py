@@ -14,6 +14,14 @@ Measured (H200, 2026-11-21, probe): 16x16 blocks 4.6 / 5.1 / 5.3 TFLOPS at 512 /
 8x32 (a full warp along j, the default) 5.6 / 6.7 / 7.0, as in the committed runs (H200
 2026-11-21; H100 2026-11-22: 5.6 / 6.6 / 6.9).
 
+Long K (issue 28's contract, docs/fp32-contract.md): one serial fp32 sum over all of K
+loses accuracy like sqrt(K): 4.9e-6 at K = 2^16 and 1.7e-5 at 2^20 on the H100 (16 x 16
+outputs), where cuBLAS SGEMM, which splits K, has 4.9e-7 and 1.1e-6; every step to 10 keeps
+this one accumulator per output. So where K >= 8192, ``schedules.build`` adds a pass
+(schedules/long_k.py) that sums each chunk of 512 k from zero and adds it into a second
+accumulator: predicted ~4e-7 and ~8e-7 (a float32 simulation), not yet measured. Shorter K,
+every square the ladder times included, builds byte-identical CUDA.
+
 Run: python -m steps.step1   (--build-only without a GPU, --explain for the IR and CUDA)
 """
 

@@ -20,6 +20,9 @@ Measured (committed runs: H200 2026-11-21 / H100 2026-11-22): 3.1 / 11.5 / 18.2 
 128x128 8x8 reached only 1.5 / 6.5 / 16.3 in a probe (too few blocks). At 512 this is *slower* than step 1 (5.6, so 0.54-0.55x): 64 threads per block and
 global loads the L1 serves worse than step 1's one-warp-wide rows; shared memory fixes it.
 
+Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
+k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+
 Run: python -m steps.step2
 """
 

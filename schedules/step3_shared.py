@@ -14,6 +14,9 @@ Measured (H200, 2026-11-21): 0.5 / 0.8 / 3.2 TFLOPS at 512 / 1024 / 2048 with st
 0.15x / 0.07x / 0.18x of step 2: the slowdown predicted, a little smaller than the thread count
 because L1 absorbs part of the redundant global reads.
 
+Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
+k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+
 Run: python -m steps.step3
 """
 

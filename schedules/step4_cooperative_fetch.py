@@ -16,6 +16,9 @@ earlier probe split the copy as [rounds, ty, tx, vector] instead: the same speed
 thread copies one float4 (as with these tiles), up to 15% faster on 8x8 tiles where it copies
 more; the contiguous run is kept because step 6 needs it to stage the copy in registers.
 
+Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
+k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+
 Run: python -m steps.step4
 """
 

@@ -18,6 +18,9 @@ micro-tiles (64 accumulators, where nvcc's implicit promotion in step 4 does wor
 128x128x16 tile went from 26.3 in step 4 to 31.4 here, +19%, and is the best step-5 config at
 2048; 4x4 tiles stay best at 512 (32x64) and 1024 (64x64), +1-5% over step 4.
 
+Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
+k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+
 Run: python -m steps.step5
 """
 

@@ -18,6 +18,9 @@ copy, compute) gained only 0-2%, since its copies are synchronous and nothing ov
 doubling both shared and register buffers lost 15-30%, because the two register versions are
 indexed by ``k % 2`` at run time and go to local memory (176-byte stack frame).
 
+Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
+k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+
 Run: python -m steps.step6
 """
 

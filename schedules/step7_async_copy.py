@@ -31,6 +31,9 @@ and ran at 31 TFLOPS; the sweep's winners are 8x4 micro-tiles with 91-97 registe
 blocks per SM. Deeper pipelines help the small sizes (4 stages), 2 stages of bk32 suffice at
 2048.
 
+Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
+k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+
 Run: python -m steps.step7
 """
 

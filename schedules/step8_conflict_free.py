@@ -43,6 +43,9 @@ In the step-10 sweep the transposed layout lost at every size (best 19.0 / 36.5 
 against 24.6 / 41.1 / 45.2 m-major), so the sweep no longer searches it; it stays selectable,
 and tested, as the measured counterexample.
 
+Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
+k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+
 Run: python -m steps.step8
 """
 

@@ -28,6 +28,9 @@ also cost one register (128 -> 129), which halves occupancy (two blocks of 256 t
 longer fit 64 K registers): 450 -> 545 us. Rasterization: nothing either, as predicted (the
 step-10 sweep's raster=8 and raster=1 winners differ by < 1%).
 
+Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
+k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+
 Run: python -m steps.step9
 """
 
