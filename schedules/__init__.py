@@ -35,7 +35,10 @@ nvrtc.keep_subnormals()
 
 __all__ = ["STEPS", "Step", "ConfigError", "get_step", "build", "target", "VALID_ARCHS"]
 
-VALID_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
+VALID_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+# Steps 15 on use Hopper's own instructions (wgmma, setmaxnreg: sm_90a). A Hopper GPU reports
+# sm_90; for either name their kernels are built for sm_90a, and for any other arch not at all.
+HOPPER_ARCHS = ("sm_90", "sm_90a")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class Step:
     # precision: its own tolerance, compared with cuBLAS TF32).
     precision: str = "fp32"
     tensor_cores: bool = False
+    # The arch the step's kernels need (sm_90a for the Hopper rungs), or None: any in VALID_ARCHS.
+    arch: str | None = None
 
     @property
     def doc(self) -> str:
@@ -62,6 +67,17 @@ class Step:
         """The step's tuned configuration for this problem size."""
         return self._default_config(M, N, K)
 
+    def runs_on(self, arch: str) -> bool:
+        """Whether the step can be built for (and run on) `arch`."""
+        return self.arch is None or arch in HOPPER_ARCHS
+
+    def build_arch(self, arch: str) -> str:
+        """The arch its kernels are built for when the ladder targets `arch` (sm_90a for the
+        Hopper rungs on sm_90); ConfigError, one line, where the step cannot run."""
+        if self.runs_on(arch):
+            return self.arch or arch
+        return _not_hopper(self, arch)
+
     def schedule(self, M: int, N: int, K: int, config=None) -> s_tir.Schedule:
         """Schedule the base matmul for M x N x K; raises ConfigError before touching IR."""
         check_sizes(M, N, K)
@@ -70,6 +86,11 @@ class Step:
         if type(cfg) is not self.Config:
             raise ConfigError(f"step {self.number} takes a {self.Config.__name__}, got {type(cfg).__name__}")
         cfg.validate(M, N, K)
+        kernel = getattr(self.module, "kernel", None)
+        if kernel is not None:
+            # The Hopper rungs: a kernel written as sblocks (schedules/wgmma.py says why), which
+            # pads its own operands where TMA needs it; nothing left to schedule.
+            return s_tir.Schedule(kernel(M, N, K, cfg))
         # Any shape (schedules/padding.py): narrow `vector` where N or K breaks its alignment,
         # pad to whole tiles, let the step schedule the padded block, then inline the padding.
         # Shapes the tiles divide skip both: the same IR as before shape support. A config
@@ -98,7 +119,12 @@ class Step:
 def _step(module: ModuleType) -> Step:
     return Step(module.NUMBER, module.NAME, module.IDEA, module.Config, dict(module.PASS_CONFIG),
                 module, module.default_config, getattr(module, "PRECISION", "fp32"),
-                getattr(module, "TENSOR_CORES", False))
+                getattr(module, "TENSOR_CORES", False), getattr(module, "ARCH", None))
+
+
+def _not_hopper(step: Step, arch: str):
+    raise ConfigError(f"step {step.number} needs a Hopper GPU ({step.arch}: wgmma, TMA); "
+                      f"it cannot be built for {arch}")
 
 
 # The rungs in order, one module each (schedules/stepN_*.py).
@@ -117,6 +143,10 @@ STEP_MODULES = (
     "step12_tensorize",
     "step13_tc_pipeline",
     "step14_3xtf32",
+    "step15_wgmma",
+    "step16_warp_specialized",
+    "step17_wide_tile",
+    "step18_register_a",
 )
 STEPS: tuple[Step, ...] = tuple(_step(importlib.import_module(f".{name}", __name__)) for name in STEP_MODULES)
 
@@ -139,12 +169,13 @@ def target(arch: str = "sm_90") -> Target:
 def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=None):
     """Compile a step for one size; the result's ``main(A, B, C)`` computes C = A @ B."""
     s = get_step(step)
-    tgt = target(arch)
+    target(arch)  # an unknown arch: one line, before anything else
+    tgt = target(s.build_arch(arch))
     cfg = s.default_config(M, N, K) if config is None else config
     # Schedule first: it rejects a config of the wrong class (a dict, another step's) with
     # its one-line ConfigError; then the per-arch shared-memory limit, before compiling.
     sch = s.schedule(M, N, K, cfg)
-    cfg.check_shared_memory(arch)
+    cfg.check_shared_memory(s.build_arch(arch))
     # Lowering passes of ours, run after TVM's ThreadSync (schedules/pipelines.py): one barrier
     # per k slice where the config asks (schedules/one_barrier.py), a second accumulator where an
     # fp32 sum runs over a long K (schedules/long_k.py), and the fp32 fallback for the outputs a

@@ -14,7 +14,8 @@ MAX_THREADS_PER_BLOCK = 1024
 # tiles go to dynamic shared memory (scope "shared.dyn"), which TVM's runtime opts in to.
 MAX_STATIC_SHARED_BYTES = 48 * 1024
 # The per-block opt-in limit of dynamic shared memory, per arch (CUDA programming guide).
-MAX_SHARED_BYTES = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024}
+MAX_SHARED_BYTES = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
+                    "sm_90a": 227 * 1024}
 FLOAT_BYTES = 4
 WARP_SIZE = 32
 
@@ -578,3 +579,116 @@ class TF32x3Config(TensorCorePipelineConfig):
             raise ConfigError(f"step 14 keeps one set of fragments: fragment_buffers must be 1, "
                               f"got {self.fragment_buffers!r}")
         super().validate(M, N, K)
+
+
+# The Hopper rungs (schedules/wgmma.py). A k slice is one 128-byte swizzle row of floats; the
+# consumer warpgroups each own 64 rows of the wgmma tile; wgmma's n runs to 256 and a TMA box's
+# rows to 256, in 32s here (whole swizzle atoms, and step 18's 32-wide boxes of B).
+WGMMA_K = 32
+WGMMA_ROWS = 64
+WGMMA_MAX_N = 256
+WGMMA_MAX_CONSUMERS = 2  # 2 x 64 x 256 accumulators: 128 registers a thread, 232 allowed
+
+
+@dataclass(frozen=True)
+class WgmmaConfig(GridConfig):
+    """Step 15: block_m x block_n per thread block; block_m / 64 warpgroups each multiply a
+    64 x block_n x 8 tile per wgmma, 32 k per slice loaded by TMA into one shared buffer;
+    blocks launched in groups of `raster` tile rows (L2 reuse)."""
+
+    block_m: int = 128
+    block_n: int = 128
+    raster: int = 8  # type: ignore[assignment]
+
+    # What the rung's idea switches; the later configs change them.
+    @property
+    def stages(self) -> int:
+        return 1
+
+    @property
+    def producer(self) -> bool:
+        """A warpgroup of its own that only loads (warp specialization)."""
+        return False
+
+    @property
+    def register_a(self) -> bool:
+        """C^T = B^T A^T with B^T in registers (wgmma's register A), no transposed copy of B."""
+        return False
+
+    @property
+    def block_k(self) -> int:
+        return WGMMA_K
+
+    @property
+    def wgmma_n(self) -> int:
+        """The n of wgmma.m64nNk8: the tile side that is not split over warpgroups."""
+        return self.block_m if self.register_a else self.block_n
+
+    @property
+    def consumers(self) -> int:
+        """Warpgroups that multiply, 64 rows of the wgmma tile each."""
+        return (self.block_n if self.register_a else self.block_m) // WGMMA_ROWS
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + int(self.producer))
+
+    @property
+    def operand_bytes(self) -> int:
+        return (self.block_m + self.block_n) * WGMMA_K * FLOAT_BYTES
+
+    @property
+    def shared_bytes(self) -> int:
+        # The stages, and two 8-byte mbarriers per stage after them.
+        return self.stages * (self.operand_bytes + 16)
+
+    @property
+    def shared_scope(self) -> str:
+        return "shared.dyn"
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        check_sizes(M, N, K)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{f.name} must be a positive integer, got {value!r}")
+        rows_name, rows = ("block_n", self.block_n) if self.register_a else ("block_m", self.block_m)
+        n_name, n = ("block_m", self.block_m) if self.register_a else ("block_n", self.block_n)
+        allowed = [WGMMA_ROWS * c for c in range(1, WGMMA_MAX_CONSUMERS + 1)]
+        if rows not in allowed:
+            raise ConfigError(f"{rows_name} must be {' or '.join(map(str, allowed))} (64 rows per consumer "
+                              f"warpgroup, at most {WGMMA_MAX_CONSUMERS}), got {rows}")
+        if n % 32 or not 32 <= n <= WGMMA_MAX_N:
+            raise ConfigError(f"{n_name} must be a multiple of 32 from 32 to {WGMMA_MAX_N} (wgmma's n), got {n}")
+        self.check_shared_memory("sm_90")
+
+
+@dataclass(frozen=True)
+class WgmmaPipelineConfig(WgmmaConfig):
+    """Steps 16 and 17: step 15's tile with `stages` shared buffers in a ring, filled by a
+    producer warpgroup of its own while the consumer warpgroups multiply."""
+
+    stages: int = 4  # type: ignore[assignment]
+
+    @property
+    def producer(self) -> bool:
+        return True
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if not isinstance(self.stages, int) or isinstance(self.stages, bool) or not 2 <= self.stages <= 8:
+            raise ConfigError(f"stages must be 2 to 8, got {self.stages!r}")
+        super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
+class WgmmaRegisterAConfig(WgmmaPipelineConfig):
+    """Step 18: step 17's pipeline computing C^T = B^T A^T: block_n / 64 consumer warpgroups,
+    each 64 columns of C (rows of C^T) by block_m, wgmma's register operand B^T."""
+
+    block_m: int = 256
+    block_n: int = 128
+    stages: int = 4  # type: ignore[assignment]
+
+    @property
+    def register_a(self) -> bool:
+        return True

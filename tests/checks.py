@@ -17,6 +17,12 @@ def config_error(fn, *keywords: str) -> str:
     return msg
 
 
+def skip_unless_it_runs_here(step, arch: str) -> None:
+    """The Hopper rungs (steps 15 on, sm_90a) skip, saying why, on a GPU that is not Hopper."""
+    if not step.runs_on(arch):
+        pytest.skip(f"step {step.number} needs a Hopper GPU ({step.arch}); this GPU is {arch}")
+
+
 def one_line_error(err: str, prog: str, *words: str) -> str:
     """A command's stderr: exactly one line, ``python -m PROG: error: ...``, with every word."""
     lines = err.strip().splitlines()

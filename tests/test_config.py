@@ -31,6 +31,9 @@ from schedules.config import (
 from .checks import config_error
 
 STEPS = schedules.STEPS
+# The steps that schedule the base matmul; the Hopper rungs' kernels (steps 15 on) are written,
+# and tests/test_hopper.py checks their configs.
+SCHEDULED = [s for s in STEPS if s.arch is None]
 CONFIG_CLASSES = (
     GridConfig, RegisterTileConfig, SharedTileConfig, CooperativeFetchConfig,
     AsyncCopyConfig, ConflictFreeConfig, WarpTileConfig, TunedConfig, SplitKConfig,
@@ -150,6 +153,7 @@ def test_shared_memory_limits_per_arch():
     assert MAX_STATIC_SHARED_BYTES == 48 * 1024
     assert MAX_SHARED_BYTES == {
         "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
+        "sm_90a": 227 * 1024,
     }
     assert set(MAX_SHARED_BYTES) == set(schedules.VALID_ARCHS)
 
@@ -431,7 +435,7 @@ OWN_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+@pytest.mark.parametrize("step", SCHEDULED, ids=_step_id)
 def test_own_config_class_is_accepted_and_honoured(step):
     cfg = OWN_CONFIGS[step.Config]
     assert type(cfg) is step.Config
@@ -497,7 +501,7 @@ def test_from_dict_rejects_unknown_keys():
 
 
 @pytest.mark.parametrize("n", (512, 1024, 2048))
-@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+@pytest.mark.parametrize("step", SCHEDULED, ids=_step_id)
 def test_default_configs_validate(step, n):
     cfg = step.default_config(n, n, n)
     assert type(cfg) is step.Config
@@ -597,7 +601,7 @@ def _tuned_file_defaults(path=step10_tuned.TUNED_PATH, config_class=TunedConfig)
 
 
 @pytest.mark.parametrize("n", (512, 1024, 2048))
-@pytest.mark.parametrize("step", STEPS, ids=_step_id)
+@pytest.mark.parametrize("step", SCHEDULED, ids=_step_id)
 def test_default_configs_per_size(step, n):
     cfg = step.default_config(n, n, n)
     assert type(cfg) is step.Config

@@ -22,6 +22,7 @@ from tvm.script import tirx as T
 
 import schedules
 from steps.measure import harness
+from .checks import skip_unless_it_runs_here
 
 pytestmark = pytest.mark.gpu
 
@@ -63,6 +64,7 @@ def run_once(lib, M: int, N: int, K: int) -> float:
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("step", STEPS)
 def test_odd_shape_is_correct(step, shape, arch):
+    skip_unless_it_runs_here(step, arch)
     lib = schedules.build(step, *shape, arch=arch)
     err = run_once(lib, *shape)
     bound = harness.tolerance(step)

@@ -10,7 +10,9 @@ from pathlib import Path
 import schedules
 from schedules import nvrtc
 
-STEPS = sorted({1, 7, schedules.STEPS[-1].number})  # the plainest, cp.async's helpers, the last (mma.h)
+# The plainest, cp.async's helpers, the last mma.sync step (mma.h), the last Hopper rung (sm_90a:
+# wgmma, TMA, mbarriers; what the driver compiles when a Hopper GPU loads it).
+STEPS = sorted({1, 7, [s for s in schedules.STEPS if s.arch is None][-1].number, schedules.STEPS[-1].number})
 
 COMPILE = r"""
 import json, sys
@@ -22,8 +24,9 @@ from tvm.support import nvcc
 
 magic = {}
 for number in json.loads(sys.argv[1]):
+    step = schedules.get_step(number)
     source = schedules.cuda_source(schedules.build(number, 256, 256, 256, arch="sm_90"))
-    cubin = nvcc.compile_cuda(source, "cubin", "sm_90", compiler="nvrtc")
+    cubin = nvcc.compile_cuda(source, "cubin", step.build_arch("sm_90"), compiler="nvrtc")
     magic[number] = [len(cubin), bytes(cubin[:4]).hex()]
 lib = load_nvidia_dynamic_lib("nvrtc")
 _, major, minor = nvrtc.nvrtcVersion()

@@ -7,7 +7,7 @@
 #   SKIP_TESTS=1 ...                         # measurements only
 #   ONLY_TESTS=1 ...                         # the GPU tests only (a second 10-minute call)
 #   SIZES="512 1024 2048 4096" ...           # the ladder's sizes (default: 512 1024 2048 4096)
-#   CROSSCHECK_STEPS=11,13,14 ...            # steps the ncu cross-check times (default: those)
+#   CROSSCHECK_STEPS=11,14,18 ...            # steps the ncu cross-check times (default: those)
 #   SPECIAL=1 ...                            # also fp32's special values (python -m steps.special --save,
 #                                            # about 4 minutes: best in a call of its own with SKIP_TESTS=1)
 # It needs the project installed (pip install -e ".[test,cublas]"; MS_TUNE also ".[tune]"), or,
@@ -40,10 +40,10 @@ if [ "${MS_TUNE:-0}" = 1 ]; then
 fi
 if [ "${ONLY_TESTS:-0}" != 1 ]; then
   t0=$SECONDS
-  timeout 330 python3 -m steps --save --sizes ${SIZES:-512 1024 2048 4096} > logs/ladder.out 2> logs/ladder.err
+  timeout 480 python3 -m steps --save --sizes ${SIZES:-512 1024 2048 4096} > logs/ladder.out 2> logs/ladder.err
   echo "ladder rc=$? $((SECONDS-t0))s"; tail -n 26 logs/ladder.out
   t0=$SECONDS
-  timeout 330 python3 -m steps.crosscheck --save --steps "${CROSSCHECK_STEPS:-11,13,14}" > logs/crosscheck.out 2> logs/crosscheck.err
+  timeout 420 python3 -m steps.crosscheck --save --steps "${CROSSCHECK_STEPS:-11,14,18}" > logs/crosscheck.out 2> logs/crosscheck.err
   echo "crosscheck rc=$? $((SECONDS-t0))s"; tail -n 14 logs/crosscheck.out
 fi
 if [ "${SPECIAL:-0}" = 1 ]; then

@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             refs = []
         configs = {(s.number, i.shape): cli._checked_config(s, *i.shape) for s in steps for i in items}
         arch = options.pick_arch(PROG, args.arch, timing=not args.build_only)
+        steps = ladder.runnable_steps(steps, arch, PROG)
         if args.build_only:
             return build_only(steps, items, configs, arch, args.workers)
         if not harness.gpu_present():
@@ -242,7 +243,7 @@ def _build_report(number: int, shape, config, arch: str) -> dict:
         source = schedules.cuda_source(schedules.build(number, *shape, arch=arch, config=config))
     except Exception as exc:
         return {"report": None, "error": f"build failed: {harness._one_line(exc)}"}
-    report = nvcc.compile_report(source, arch) if nvcc.available() else None
+    report = nvcc.compile_report(source, schedules.get_step(number).build_arch(arch)) if nvcc.available() else None
     if report is not None and not report.ok:
         return {"report": report, "error": f"nvcc failed: {options._last_line(report.log)}"}
     return {"report": report, "error": None}

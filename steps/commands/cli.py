@@ -73,6 +73,7 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
         check_run_options(args)
         sizes = requested_shapes(args)
         arch = pick_arch(prog, args.arch, timing=not (args.explain or args.build_only))
+        step.build_arch(arch)  # the Hopper rungs on another arch: one line, before anything runs
         overrides = config_overrides(args)
         configs = {size: _checked_config(step, *size, overrides=overrides) for size in sizes}
         if args.compare is not None:
@@ -160,7 +161,7 @@ def build_only(step, sizes, configs, arch) -> int:
             failed = True
             print(f"{_size(size):>16}  build failed: {harness._one_line(exc)}")
             continue
-        report = nvcc.compile_report(schedules.cuda_source(lib), arch) if have_nvcc else None
+        report = nvcc.compile_report(schedules.cuda_source(lib), step.build_arch(arch)) if have_nvcc else None
         if report is None:
             regs, spills, smem = "-", "-", cfg.shared_bytes
         elif not report.ok:

@@ -102,6 +102,20 @@ def prior_of(step):
     return schedules.STEPS[index - 1] if index > 0 else None
 
 
+def runnable_steps(steps: list, arch: str, prog: str = PROG) -> list:
+    """The steps that can run on `arch`: the Hopper rungs (sm_90a) are skipped elsewhere, with
+    one line, instead of failing the ladder."""
+    skipped = [s.number for s in steps if not s.runs_on(arch)]
+    kept = [s for s in steps if s.runs_on(arch)]
+    if skipped:
+        numbers = ", ".join(map(str, skipped))
+        if not kept:
+            raise options.UsageError(f"step(s) {numbers} need a Hopper GPU (sm_90a: wgmma, TMA); this is {arch}")
+        print(f"{prog}: skipping step(s) {numbers}: they need a Hopper GPU (sm_90a: wgmma, TMA); this is {arch}",
+              file=sys.stderr)
+    return kept
+
+
 def with_first_prior(steps: list) -> list:
     """The steps to measure: the requested ones, and the first one's prior, so × prior is same-run."""
     first_prior = prior_of(steps[0])
@@ -118,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             raise options.UsageError("--explain is per step: python -m steps.stepN --explain")
         options.check_run_options(args)
         arch = options.pick_arch(PROG, args.arch, timing=not args.build_only)
+        steps = runnable_steps(steps, arch)
         if args.save and args.compare is not None:
             raise options.UsageError("--compare does not save; run --save on its own")
         measured_steps = steps if args.build_only else with_first_prior(steps)
@@ -171,7 +186,7 @@ def build_all(steps, shapes, configs, arch) -> list[Built]:
                     item.error = f"build failed: {harness._one_line(exc)}"
                     continue
                 if nvcc.available():
-                    pending.append((item, pool.submit(nvcc.compile_report, source, arch)))
+                    pending.append((item, pool.submit(nvcc.compile_report, source, step.build_arch(arch))))
         for item, future in pending:
             try:
                 item.report = future.result()

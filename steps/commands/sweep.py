@@ -59,7 +59,14 @@ STAGES = (
     ("details", {"pad_a": (0, 4), "warp_m": (2, 4, 8), "raster": (1, 8), "unroll_k": (0, 1),
                  "fragment_buffers": (1, 2), "barriers": (1, 2)}),
 )
-THREADS = (64, 128, 256, 512)  # fewer starve the SM of warps; more leave < 64 registers each
+THREADS = (64, 128, 256, 384, 512)  # fewer starve the SM of warps; more leave < 64 registers each
+# The Hopper rungs (steps 15 on: schedules/wgmma.py) have a space of their own: the tile (one or
+# two consumer warpgroups, wgmma's n from 64 to 256), the TMA ring's depth, the raster group.
+HOPPER_STAGES = (
+    ("tile", {"block_m": (64, 128, 192, 256), "block_n": (64, 128, 192, 256)}),
+    ("pipeline", {"stages": (2, 3, 4, 5, 6)}),
+    ("details", {"raster": (1, 4, 8, 16)}),
+)
 MIN_BLOCKS = 64  # fewer thread blocks than half of an H100's 132 SMs: not worth timing
 TUNED_DIR = Path(schedules.__file__).resolve().parent / "tuned"
 SHAPE_FILE = Path(schedules.__file__).resolve().parent.parent / "bench" / "shapes.toml"
@@ -214,7 +221,7 @@ def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log) -> d
     try:
         for size in sizes:
             seeds, ranked, done = [step.default_config(*size)], [], set()
-            for label, space in STAGES:
+            for label, space in stages_of(step):
                 cfgs = []
                 for seed in seeds:
                     for c in candidates(step, *size, arch, space, seed):
@@ -234,6 +241,11 @@ def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log) -> d
     finally:
         pool.close()
     return best
+
+
+def stages_of(step) -> tuple:
+    """The staged search of `step`'s config space: the Hopper rungs' own, or the CUDA-core one."""
+    return HOPPER_STAGES if step.arch is not None else STAGES
 
 
 def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start) -> list[dict]:
@@ -470,6 +482,7 @@ def main(argv=None) -> int:
         if step.number < 4:
             raise options.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
         arch = options.pick_arch(prog, args.arch, timing=not args.dry_run)
+        step.build_arch(arch)  # a Hopper rung on another arch: one line
         by_shape = hasattr(step.module, "sweep_candidates")
         # Options of the other kind of sweep: an error, not silently ignored (a value other
         # than the default is what argparse can tell apart).
@@ -502,7 +515,7 @@ def main(argv=None) -> int:
             return _dry_run_shapes(step, sizes, arch, args.candidates)
         if args.dry_run:
             for size in sizes:
-                cfgs = candidates(step, *size, arch, STAGES[0][1], step.default_config(*size))
+                cfgs = candidates(step, *size, arch, stages_of(step)[0][1], step.default_config(*size))
                 print(f"{options._size(size)}: {len(cfgs)} valid stage-1 (tile) candidates")
                 for c in cfgs:
                     print("  " + options._config_text(c))

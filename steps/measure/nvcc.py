@@ -33,6 +33,15 @@ def available() -> bool:
     return shutil.which("nvcc") is not None
 
 
+def arch_flags(arch: str) -> list[str]:
+    """nvcc's flags for `arch`. An arch-specific target (sm_90a: wgmma, setmaxnreg) needs the
+    -gencode form: nvcc 13.0's -arch=sm_90a also runs a plain sm_90 pass that rejects them."""
+    if arch.endswith("a"):
+        number = arch.removeprefix("sm_")
+        return [f"-gencode=arch=compute_{number},code=sm_{number}"]
+    return [f"-arch={arch}"]
+
+
 def compile_report(source: str, arch: str = "sm_90") -> PtxasReport | None:
     """Compile `source` to a cubin with `-Xptxas -v`; None when nvcc is not installed."""
     if not available():
@@ -41,7 +50,7 @@ def compile_report(source: str, arch: str = "sm_90") -> PtxasReport | None:
         cu = Path(tmp) / "kernel.cu"
         cu.write_text(source)
         proc = subprocess.run(
-            ["nvcc", "--cubin", f"-arch={arch}", "-Xptxas", "-v", "-diag-suppress", "177",
+            ["nvcc", "--cubin", *arch_flags(arch), "-Xptxas", "-v", "-diag-suppress", "177",
              str(cu), "-o", str(Path(tmp) / "kernel.cubin")],
             capture_output=True, text=True, timeout=300,
         )

@@ -1,0 +1,70 @@
+"""Step 15 — wgmma: Hopper's warpgroup MMA, operands from shared memory, loaded by TMA.
+
+Idea: steps 12-14 issue ``mma.sync``, a warp multiplying 16 x 8 x 8 at a time from registers
+it loaded itself (ldmatrix and 32-bit loads: a third of the shared-memory instructions are
+B's fragments). Hopper's ``wgmma.mma_async`` lets four warps (a warpgroup) multiply a
+64 x n x 8 tile, n up to 256, reading both operands straight from shared memory through
+64-bit descriptors, asynchronously: issue, fence, commit, wait. The tiles must sit in the
+layout wgmma reads, K-major with a 128-byte swizzle, which is exactly what the copy engine
+(TMA, ``cp.async.bulk.tensor``) writes when one thread hands it a tensor map and a box
+coordinate; it also fills ragged edges with zeros. Here: a 128 x 128 tile per block, two
+warpgroups of 64 x 128 (wgmma m64n128k8, four per 32-k slice), one shared buffer: thread 0
+starts the slice's TMA, everyone waits on its mbarrier, multiplies, waits for the wgmma, and
+meets at a barrier before the next slice overwrites the buffer. No overlap of loads and math
+yet: that is step 16.
+
+B's layout: TF32 wgmma has no transpose, so both shared operands must be K-major, and
+``B[K, N]`` row-major is not. A copy kernel first writes ``Bt[N, K]`` (32 x 32 tiles through
+shared memory, both sides coalesced), 13 us of the 2048^3 total; step 18 removes it.
+
+Why this is written, not scheduled: wgmma's accumulator is spread over 128 threads (no
+TensorIR scope holds it: "warp" scope is one warp), TMA needs a host-side tensor map, and the
+mbarrier phases are control flow over time. schedules/wgmma.py says more; the kernel is one
+sblock of ``T.ptx`` calls, and each later rung is one switch in it.
+
+Reduced precision, said so: the tensor cores read TF32 (a 10-bit mantissa; they truncate the
+fp32 operands), compared with float64 against ``TF32_TOLERANCE`` (5e-3; 6.9e-4 measured, as
+step 13) and timed against cuBLAS TF32.
+
+Prediction (before the probe): wgmma's rate is about 1.5x mma.sync's (494.7 dense TF32 peak
+against the 322 measured for mma.sync), and no fragment loads, but every slice waits for its
+TMA with nothing to overlap it, as step 12 did: around step 13's 165-175 TFLOP/s, well below
+cuBLAS's 350-380.
+
+Measured (H100 80GB HBM3, 2026-11-24, tools/hopper_probe.py, kernel time, two alternating
+rounds; results/nvidia-h100-80gb-hbm3/hopper_probe.json): 163 / 200 TFLOP/s at 2048^3 / 4096^3
+(transposed copy included), 0.46x / 0.53-0.58x cuBLAS TF32 (348-353 / 341-377) in the same run:
+like step 13 at 2048 and 15% above it at 4096, with no pipeline at all. The committed run
+(2026-11-25, ``--save``): 12.4 / 60.6 / 164.6 / 202.5 TFLOP/s at 512 / 1024 / 2048 / 4096,
+2.5x / 3.1x step 14 (3xTF32, fp32-accurate: another precision, the x prior is shown, not
+claimed) at 2048 / 4096, and 0.60x step 14 at 512 (expected regression, marked): 16 blocks of
+128 x 128 for 132 SMs, each waiting on every slice, plus the copy kernel's launch.
+
+Run: python -m steps.step15   (builds for sm_90a; --build-only works without a GPU)
+"""
+
+from __future__ import annotations
+
+from . import wgmma
+from .config import WgmmaConfig
+
+NUMBER = 15
+TENSOR_CORES = True
+NAME = "wgmma (TF32)"
+IDEA = "warpgroup MMA from 128B-swizzled shared tiles that TMA loads; one buffer; B transposed by a copy kernel"
+PRECISION = "tf32"
+ARCH = "sm_90a"
+Config = WgmmaConfig
+PASS_CONFIG: dict = {}
+EXPECTED_REGRESSION = {
+    512: "16 blocks of 128 x 128 for 132 SMs, each waiting on every slice's TMA, plus the copy kernel "
+         "for B: step 14's 32 x 64 tiles fill the GPU at 512",
+}
+
+
+def default_config(M: int, N: int, K: int) -> WgmmaConfig:
+    return WgmmaConfig()
+
+
+def kernel(M: int, N: int, K: int, cfg: WgmmaConfig):
+    return wgmma.computation(M, N, K, cfg)

@@ -1,0 +1,46 @@
+"""Step 17 — wide tiles: 128 x 256 per block, wgmma m64n256k8.
+
+Idea: step 16's consumers each multiply 64 x 128 per wgmma. wgmma's n runs to 256: with a
+128 x 256 block tile each consumer's instruction does twice the work for the same A operand,
+and per FLOP the block loads a third less from global memory and reads a quarter less from
+shared memory ((128 + 256) / (128 x 256) against (128 + 128) / (128 x 128)). Accumulators
+double to 128 floats per consumer thread, which setmaxnreg's 232 holds. A config change
+(block_n 256), 48 KB per stage, 4 stages = 192 KB.
+
+Prediction: 10-20% over step 16 at 2048 and 4096; slower at 512 and 1024, where 128 x 256
+tiles give 8 and 32 blocks for 132 SMs (expected regression, marked).
+
+Measured (H100 80GB HBM3, 2026-11-24, tools/hopper_probe.py, kernel time, two rounds): 226 /
+287 TFLOP/s at 2048^3 / 4096^3, 1.08x / 1.14x step 16, 0.64x / 0.76-0.84x cuBLAS TF32. At 2048
+the transposed copy of B (13 us of 76) is now the largest single cost: step 18. The committed
+run (2026-11-25, ``--save``): 11.7 / 62.0 / 229.4 / 282.9 TFLOP/s at 512 / 1024 / 2048 / 4096,
+1.10x / 1.13x step 16 at 2048 / 4096, 0.61x at 512 and 1024 as predicted (marked).
+
+Run: python -m steps.step17
+"""
+
+from __future__ import annotations
+
+from . import wgmma
+from .config import WgmmaPipelineConfig
+
+NUMBER = 17
+TENSOR_CORES = True
+NAME = "128 x 256 tiles"
+IDEA = "block_n 256: wgmma m64n256k8, each consumer 64 x 256; a third less traffic per FLOP"
+PRECISION = "tf32"
+ARCH = "sm_90a"
+Config = WgmmaPipelineConfig
+PASS_CONFIG: dict = {}
+EXPECTED_REGRESSION = dict.fromkeys(
+    (512, 1024),
+    "128 x 256 tiles give 8 (512) and 32 (1024) blocks for 132 SMs, against step 16's 16 and 64",
+)
+
+
+def default_config(M: int, N: int, K: int) -> WgmmaPipelineConfig:
+    return WgmmaPipelineConfig(block_n=256)
+
+
+def kernel(M: int, N: int, K: int, cfg: WgmmaPipelineConfig):
+    return wgmma.computation(M, N, K, cfg)

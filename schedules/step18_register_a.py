@@ -1,0 +1,65 @@
+"""Step 18 — register A: C^T = B^T A^T, so B needs no transposed copy.
+
+Idea: steps 15-17 spend a copy kernel writing ``Bt[N, K]``, because TF32 wgmma reads shared
+operands K-major only. But wgmma's A operand may come from registers instead, in any layout
+the threads load it with. So compute the transpose of the product, C^T = B^T A^T:
+- wgmma's register operand is B^T: each thread loads its four TF32 values per 8-k step from
+  B's tile as TMA stored it, N-major (boxes of 32 k rows x 32 n, 128B-swizzled: a fragment
+  load touches two 16-byte units per row, a 2-way bank conflict at worst);
+- wgmma's shared operand is A[M, K] itself, K-major as stored: "n" of the instruction is M;
+- the accumulator holds a 64 x 256 tile of C^T per consumer, stored transposed to C.
+The block tile is 256 (M) x 128 (N), two consumer warpgroups of 64 columns of C each, the
+pipeline of step 16. The fragments of a slice stay live until its wgmma finish, so the loop
+runs two slices per trip with two register sets (32 registers).
+
+Prediction: the copy kernel was 13 us at 2048^3 and ~26 us at 4096^3 (measured by leaving it
+out, with B given transposed); removing it, and the fragment loads costing little beside
+wgmma's own shared reads, 1.2-1.4x step 17 at 2048 and 1.1x at 4096.
+
+Measured (H100 80GB HBM3, 2026-11-24, tools/hopper_probe.py, kernel time, two alternating
+rounds with cuBLAS TF32): 321 / 329 TFLOP/s at 2048^3 / 4096^3, 1.42x / 1.15x step 17, and
+0.91-0.92x / 0.87-0.97x cuBLAS TF32 (348-353 / 341-377 in the same run): past the issue's
+bars (0.7x at 2048, 0.75x at 4096), short of cuBLAS. raster 1 or 8 within 1%; 3 stages 1-4%
+slower. The committed run (2026-11-25, ``--save``, cuBLAS TF32 timed in the same run): 19.1 /
+92.2 / 334.0 / 345.8 TFLOP/s at 512 / 1024 / 2048 / 4096, 1.47x / 1.23x step 17 at 2048 / 4096,
+94% / 93% of cuBLAS TF32; at 512 and 1024 51% / 59% (8 and 32 blocks of 256 x 128). The whole
+ladder in one run (same day): 336 / 353 TFLOP/s, 95% / 89% of cuBLAS TF32 (355 / 397).
+
+What limits it (Nsight Compute 2025, 4096^3, tools/ncu_hopper.sh, 2026-11-25,
+results/nvidia-h100-80gb-hbm3/ncu_step18_4096.txt): 352 us, the tensor pipe active 91.3% of the
+cycles (sm__pipe_tensor_op_hmma_cycles_active), SM busy 88.7%, 2,097,152 wgmma issued. One
+block of 384 threads per SM (197 KB of shared memory), so 3 warps per scheduler: per issued
+instruction a warp waits 13.4 cycles, most on long scoreboard (3.0: the mbarrier waits and the
+epilogue's global stores), the barrier (2.4: bar.sync of the setup and the consumers' named
+waits), short scoreboard (2.0: the B^T fragment loads from shared memory) and wgmma.wait (1.8).
+What is left is the edges of each tile: the pipeline's fill and drain, and an epilogue that
+stores 128 floats per thread while no wgmma runs. Next: a persistent grid whose epilogue
+overlaps the next tile's loads, and a TMA store. The Nsight cross-check (harness time per call
+against ncu's, results/nvidia-h100-80gb-hbm3/crosscheck_partial_2026-11-25.txt) agrees within 3%
+at 512 and 1024 and differs at 2048: 53.3 us in the harness against 46.7 us in ncu; the harness
+number is the one reported (the slower, back-to-back launches), the cause not yet found.
+
+Run: python -m steps.step18
+"""
+
+from __future__ import annotations
+
+from . import wgmma
+from .config import WgmmaRegisterAConfig
+
+NUMBER = 18
+TENSOR_CORES = True
+NAME = "register A (no copy of B)"
+IDEA = "C^T = B^T A^T: B^T fragments from registers (wgmma's register A), A from shared memory; no transposed copy"
+PRECISION = "tf32"
+ARCH = "sm_90a"
+Config = WgmmaRegisterAConfig
+PASS_CONFIG: dict = {}
+
+
+def default_config(M: int, N: int, K: int) -> WgmmaRegisterAConfig:
+    return WgmmaRegisterAConfig()
+
+
+def kernel(M: int, N: int, K: int, cfg: WgmmaRegisterAConfig):
+    return wgmma.computation(M, N, K, cfg)

@@ -1,0 +1,231 @@
+"""The Hopper rungs (steps 15-18, schedules/wgmma.py) without a GPU: what they are, that they
+build for sm_90a with the instructions their ideas name, ptxas's report, their configs' one-line
+errors, odd shapes, and the one line a GPU of another kind gets.
+
+Their correctness and speed on a GPU are tests/test_gpu.py's and tests/test_gpu_shapes.py's
+(every step, these included; skipped with the reason on a GPU that is not Hopper)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+
+import pytest
+
+import schedules
+from schedules import ConfigError
+from schedules.config import WgmmaConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig
+from steps.commands import ladder
+from steps.measure import harness, nvcc
+
+from .checks import config_error
+
+HOPPER = [s for s in schedules.STEPS if s.arch is not None]
+ODD = [(1000, 777, 1001), (1, 1, 1), (7, 4096, 13), (2047, 2047, 2047)]
+
+
+def _id(v) -> str:
+    return f"step{v.number}" if hasattr(v, "number") else "x".join(map(str, v))
+
+
+def source(step, M, N, K, cfg=None) -> str:
+    return schedules.cuda_source(schedules.build(step, M, N, K, arch="sm_90", config=cfg))
+
+
+def kernels(src: str) -> list[tuple[str, str, str]]:
+    """(launch bound, name, parameters) of each kernel defined in the source."""
+    return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
+
+
+def test_the_hopper_rungs_are_15_to_18():
+    assert [s.number for s in HOPPER] == [15, 16, 17, 18]
+    assert all(s.arch == "sm_90a" and s.precision == "tf32" and s.tensor_cores for s in HOPPER)
+    assert all(s.arch is None for s in schedules.STEPS if s.number < 15)
+    # Each rung's config is its prior's, or extends it; 15 starts a new kind (warpgroup tiles).
+    assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig]
+    assert issubclass(WgmmaRegisterAConfig, WgmmaPipelineConfig) and issubclass(WgmmaPipelineConfig, WgmmaConfig)
+    assert all(harness.tolerance(s) == harness.TF32_TOLERANCE for s in HOPPER)
+
+
+@pytest.mark.parametrize("step", HOPPER, ids=_id)
+def test_arch(step):
+    assert step.build_arch("sm_90") == step.build_arch("sm_90a") == "sm_90a"
+    assert step.runs_on("sm_90") and step.runs_on("sm_90a")
+    for arch in ("sm_80", "sm_86", "sm_89"):
+        assert not step.runs_on(arch)
+        msg = config_error(lambda: schedules.build(step, 256, 256, 256, arch=arch), "Hopper", arch)
+        assert msg == (f"step {step.number} needs a Hopper GPU (sm_90a: wgmma, TMA); it cannot be built "
+                       f"for {arch}")
+    # The other steps build for sm_90a as for sm_90 (a superset).
+    assert schedules.get_step(14).build_arch("sm_90a") == "sm_90a"
+
+
+# --- what the CUDA holds, rung by rung ------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", (256, 2048))
+@pytest.mark.parametrize("step", HOPPER, ids=_id)
+def test_the_cuda_holds_each_rungs_idea(step, n):
+    cfg = step.default_config(n, n, n)
+    src = source(step, n, n, n)
+    wg_n = cfg.block_m if cfg.register_a else cfg.block_n
+    # wgmma, TF32, the instruction shape the config names, 4 per 32-k slice (unrolled).
+    form = "rs" if cfg.register_a else "ss"
+    helper = f"tvm_builtin_ptx_wgmma_tf32_{form}_mma_async_sync_aligned_m64n{wg_n}k8_f32_tf32_tf32_1_1"
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{wg_n}k8\.f32\.tf32\.tf32", src)
+    assert src.count(helper + "(") - src.count(f"void {helper}(") == (8 if cfg.producer else 4)
+    assert "wgmma.commit_group.sync.aligned" in src and "wgmma.wait_group.sync.aligned" in src
+    # TMA: a tensor map per operand, passed by value; the copy engine completes an mbarrier.
+    (threads, name, params), = [k for k in kernels(src) if "CUtensorMap" in k[2]]
+    assert params.count("const __grid_constant__ CUtensorMap") == 2
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in src
+    assert "mbarrier.try_wait.parity" in src and "mbarrier.arrive.expect_tx" in src
+    # The GEMM kernel: dynamic shared memory (the ring and its barriers), launch bounds = threads.
+    assert int(threads) == cfg.threads
+    assert "extern __shared__ __align__(1024) float smem_ptr[];" in src
+    # Warp specialization from step 16: a producer warpgroup, registers moved with setmaxnreg.
+    assert ("setmaxnreg.dec.sync.aligned.u32 40" in src) == cfg.producer == (step.number >= 16)
+    assert ("setmaxnreg.inc.sync.aligned.u32 232" in src) == cfg.producer
+    assert ("mbarrier.arrive.shared" in src.replace("expect_tx", "")) == cfg.producer
+    # B's transposed copy: a kernel of steps 15-17, gone at 18 (register A, C^T = B^T A^T).
+    assert ("Bt_ptr" in src) == (step.number < 18)
+    assert len(kernels(src)) == (1 if step.number == 18 else 2)
+
+
+def test_each_rung_changes_the_kernel():
+    n = 2048
+    sources = [source(s, n, n, n) for s in HOPPER]
+    assert len(set(sources)) == len(sources)
+    # Step 17 is step 16 at block_n 256: the wide tile, nothing else.
+    assert HOPPER[2].default_config(n, n, n) == dataclasses.replace(HOPPER[1].default_config(n, n, n), block_n=256)
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+@pytest.mark.parametrize("shape", [(256, 256, 256), (4096, 4096, 4096), (1000, 777, 1001)], ids=_id)
+@pytest.mark.parametrize("step", HOPPER, ids=_id)
+def test_ptxas_no_spills_no_stack_frame(step, shape):
+    report = nvcc.compile_report(source(step, *shape), step.build_arch("sm_90"))
+    assert report.ok, report.log[-2000:]
+    assert report.spills == 0 and report.stack_bytes == 0, report.log[-2000:]
+    # 384 threads cap the kernel at 65536 / 384 = 170 registers on entry; setmaxnreg raises the
+    # consumers to 232 from there.
+    assert report.registers <= 170
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+def test_plain_sm_90_cannot_assemble_wgmma():
+    """Why the report and the load use sm_90a: the same CUDA for plain sm_90 fails in ptxas."""
+    report = nvcc.compile_report(source(HOPPER[0], 256, 256, 256), "sm_90")
+    assert not report.ok
+    assert nvcc.arch_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert nvcc.arch_flags("sm_80") == ["-arch=sm_80"]
+
+
+# --- any shape: TMA's zero fill, and padded copies where rows are not 16-byte strided -----------
+
+
+@pytest.mark.parametrize("shape", ODD, ids=_id)
+@pytest.mark.parametrize("step", HOPPER, ids=_id)
+def test_odd_shapes_build(step, shape):
+    M, N, K = shape
+    cfg = step.default_config(M, N, K)
+    src = source(step, M, N, K)
+    assert "wgmma.mma_async" in src
+    # A copy kernel pads A's rows to 16 bytes where K is not a multiple of 4, and step 18's B
+    # where N is not (it maps B itself); the GEMM guards its stores of C.
+    assert ("A_pad" in src) == (K % 4 != 0)
+    assert ("B_pad" in src) == (cfg.register_a and N % 4 != 0)
+    described = schedules.padding.describe(cfg, M, N, K)
+    assert ("A" in described) == (K % 4 != 0)
+
+
+# --- configs: one line for each broken constraint -------------------------------------------
+
+
+@pytest.mark.parametrize("cfg, words", [
+    (WgmmaConfig(block_m=96), ("block_m", "64 or 128")),
+    (WgmmaConfig(block_m=256), ("block_m", "64 or 128")),
+    (WgmmaConfig(block_n=48), ("block_n", "multiple of 32")),
+    (WgmmaConfig(block_n=512), ("block_n", "256")),
+    (WgmmaConfig(raster=0), ("raster", "positive")),
+    (WgmmaPipelineConfig(stages=1), ("stages", "2 to 8")),
+    (WgmmaPipelineConfig(block_n=256, stages=5), ("shared memory", "227 KB")),
+    (WgmmaRegisterAConfig(block_n=256), ("block_n", "64 or 128")),
+    (WgmmaRegisterAConfig(block_m=80), ("block_m", "multiple of 32")),
+], ids=str)
+def test_bad_configs_are_one_line(cfg, words):
+    config_error(lambda: cfg.validate(1024, 1024, 1024), *words)
+
+
+def test_config_fields_and_derived_values():
+    cfg = WgmmaRegisterAConfig()
+    assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.consumers, cfg.wgmma_n, cfg.threads) == (256, 128, 4, 2, 256, 384)
+    assert cfg.shared_bytes == 4 * ((256 + 128) * 32 * 4 + 16)
+    assert WgmmaConfig().threads == 256 and not WgmmaConfig().producer and WgmmaConfig().stages == 1
+    assert WgmmaConfig.from_dict(WgmmaConfig(block_n=64).as_dict()) == WgmmaConfig(block_n=64)
+    with pytest.raises(ConfigError):
+        WgmmaConfig.from_dict({"stages": 2})  # step 15 has one buffer: no such field
+
+
+@pytest.mark.parametrize("step", HOPPER, ids=_id)
+def test_own_config_class_is_honoured(step):
+    cfg = dataclasses.replace(step.default_config(2048, 2048, 2048), block_m=64) if not step.Config().register_a \
+        else dataclasses.replace(step.default_config(2048, 2048, 2048), block_n=64)
+    assert cfg.threads == step.default_config(2048, 2048, 2048).threads - 128
+    src = source(step, 2048, 2048, 2048, cfg)
+    assert [int(t) for t, _, params in kernels(src) if "CUtensorMap" in params] == [cfg.threads]
+
+
+# --- a GPU of another kind: one line, and the ladder goes on without these rungs ----------------
+
+
+def test_the_ladder_skips_the_hopper_rungs_elsewhere(capsys):
+    kept = ladder.runnable_steps(list(schedules.STEPS), "sm_80")
+    assert [s.number for s in kept] == list(range(1, 15))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18: they need a Hopper GPU (sm_90a: wgmma, TMA); "
+                   "this is sm_80"]
+    assert ladder.runnable_steps(list(schedules.STEPS), "sm_90") == list(schedules.STEPS)
+    with pytest.raises(Exception, match="need a Hopper GPU"):
+        ladder.runnable_steps(HOPPER, "sm_86")
+
+
+def test_step_command_on_another_arch_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "steps.step18", "--build-only", "--arch", "sm_80"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "python -m steps.step18: error: step 18 needs a Hopper GPU (sm_90a: wgmma, TMA); it cannot be built for sm_80"]
+
+
+def test_build_only_and_explain_without_a_gpu():
+    proc = subprocess.run([sys.executable, "-m", "steps.step18", "--build-only", "--sizes", "512", "--arch", "sm_90a"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "arch sm_90a" in proc.stdout and "block_m=256 block_n=128" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "steps.step18", "--explain", "--sizes", "256"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "# step 18: register A" in proc.stdout and "--- step 17" in proc.stdout
+
+
+# --- the sweep's space for these rungs ------------------------------------------------------
+
+
+def test_sweep_searches_the_hopper_space():
+    from steps.commands import sweep
+
+    step = schedules.get_step(18)
+    assert sweep.stages_of(step) is sweep.HOPPER_STAGES and sweep.stages_of(schedules.get_step(10)) is sweep.STAGES
+    base = step.default_config(4096, 4096, 4096)
+    tiles = sweep.candidates(step, 4096, 4096, 4096, "sm_90", sweep.HOPPER_STAGES[0][1], base)
+    # block_n is the consumer side for register A (64 or 128), block_m wgmma's n (64..256).
+    assert {(c.block_m, c.block_n) for c in tiles} == {(m, n) for m in (64, 128, 192, 256) for n in (64, 128)}
+    assert all(c.threads in (256, 384) for c in tiles)
+    depths = sweep.candidates(step, 4096, 4096, 4096, "sm_90", sweep.HOPPER_STAGES[1][1], base)
+    assert sorted(c.stages for c in depths) == [2, 3, 4]  # 5 stages of 48 KB are over 227 KB
+    proc = subprocess.run([sys.executable, "-m", "steps.sweep", "--step", "18", "--dry-run", "--sizes", "2048",
+                           "--arch", "sm_80"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "needs a Hopper GPU" in proc.stderr and proc.stdout == ""
