@@ -74,9 +74,10 @@ class Step:
     def build_arch(self, arch: str) -> str:
         """The arch its kernels are built for when the ladder targets `arch` (sm_90a for the
         Hopper rungs on sm_90); ConfigError, one line, where the step cannot run."""
-        if self.runs_on(arch):
-            return self.arch or arch
-        return _not_hopper(self, arch)
+        if not self.runs_on(arch):
+            raise ConfigError(f"step {self.number} needs a Hopper GPU ({self.arch}: wgmma, TMA); "
+                              f"it cannot be built for {arch}")
+        return self.arch or arch
 
     def schedule(self, M: int, N: int, K: int, config=None) -> s_tir.Schedule:
         """Schedule the base matmul for M x N x K; raises ConfigError before touching IR."""
@@ -120,11 +121,6 @@ def _step(module: ModuleType) -> Step:
     return Step(module.NUMBER, module.NAME, module.IDEA, module.Config, dict(module.PASS_CONFIG),
                 module, module.default_config, getattr(module, "PRECISION", "fp32"),
                 getattr(module, "TENSOR_CORES", False), getattr(module, "ARCH", None))
-
-
-def _not_hopper(step: Step, arch: str):
-    raise ConfigError(f"step {step.number} needs a Hopper GPU ({step.arch}: wgmma, TMA); "
-                      f"it cannot be built for {arch}")
 
 
 # The rungs in order, one module each (schedules/stepN_*.py).

@@ -37,7 +37,10 @@ stores 128 floats per thread while no wgmma runs. Next: a persistent grid whose 
 overlaps the next tile's loads, and a TMA store. The Nsight cross-check (harness time per call
 against ncu's, results/nvidia-h100-80gb-hbm3/crosscheck_partial_2026-11-25.txt) agrees within 3%
 at 512 and 1024 and differs at 2048: 53.3 us in the harness against 46.7 us in ncu; the harness
-number is the one reported (the slower, back-to-back launches), the cause not yet found.
+number is the one reported (the slower, back-to-back launches). The cause is not measured yet;
+the likeliest is the clock: back-to-back wgmma at 90% tensor-pipe load draws more power than
+ncu's one kernel at a time, and 53.3 / 46.7 = 1.14 is the ratio of 1980 MHz to ~1735 (to check:
+the SM clock sampled during a harness run).
 
 Run: python -m steps.step18
 """
