@@ -145,7 +145,9 @@ def _checked_config(step, M, N, K, overrides: dict | None = None):
 
 
 def build_only(step, sizes, configs, arch) -> int:
-    print(f"step {step.number}: {step.name} ({step.idea}); arch {arch}")
+    built = step.build_arch(arch)
+    print(f"step {step.number}: {step.name} ({step.idea}); arch {arch}"
+          + (f" (built for {built})" if built != arch else ""))
     have_nvcc = nvcc.available()
     header = f"{'size':>16}  {'threads':>7}  {'smem B':>7}  {'regs':>5}  {'spills':>6}  config"
     print(header)
