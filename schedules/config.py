@@ -42,6 +42,16 @@ def check_sizes(M: int, N: int, K: int) -> None:
             )
 
 
+def _check_integer_fields(cfg, may_be_zero=lambda name: False) -> None:
+    """Every field of `cfg` an int (not a bool): positive, or non-negative where `may_be_zero`."""
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        least = 0 if may_be_zero(f.name) else 1
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            kind = "a non-negative" if least == 0 else "a positive"
+            raise ConfigError(f"{f.name} must be {kind} integer, got {value!r}")
+
+
 def _check_vector(vector: int) -> None:
     if vector not in (1, 2, 4):
         raise ConfigError(f"vector must be 1, 2 or 4 floats (at most 16 bytes), got {vector}")
@@ -133,12 +143,7 @@ class GridConfig:
 
     def validate(self, M: int, N: int, K: int) -> None:
         check_sizes(M, N, K)
-        for f in fields(self):
-            value = getattr(self, f.name)
-            least = 0 if f.name in ("pad_a", "unroll_k", "transpose_a", "stage_pads") else 1
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                kind = "a non-negative" if least == 0 else "a positive"
-                raise ConfigError(f"{f.name} must be {kind} integer, got {value!r}")
+        _check_integer_fields(self, lambda name: name in ("pad_a", "unroll_k", "transpose_a", "stage_pads"))
         # M, N, K need not be multiples of the tiles: Step.schedule pads (schedules/padding.py).
         _divides("thread_m", self.thread_m, "block_m", self.block_m)
         _divides("thread_n", self.thread_n, "block_n", self.block_n)
@@ -493,12 +498,7 @@ class TensorCoreConfig(GridConfig):
 
     def validate(self, M: int, N: int, K: int) -> None:
         check_sizes(M, N, K)
-        for f in fields(self):
-            value = getattr(self, f.name)
-            least = 0 if f.name.startswith("pad_") or f.name == "promote" else 1
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                kind = "a non-negative" if least == 0 else "a positive"
-                raise ConfigError(f"{f.name} must be {kind} integer, got {value!r}")
+        _check_integer_fields(self, lambda name: name.startswith("pad_") or name == "promote")
         for name, tile, unit in (("warp_m", self.warp_m, MMA_TILE_M), ("warp_n", self.warp_n, MMA_TILE_N),
                                  ("block_k", self.block_k, MMA_TILE_K)):
             if tile % unit:
@@ -648,10 +648,7 @@ class WgmmaConfig(GridConfig):
 
     def validate(self, M: int, N: int, K: int) -> None:
         check_sizes(M, N, K)
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{f.name} must be a positive integer, got {value!r}")
+        _check_integer_fields(self)
         rows_name, rows = ("block_n", self.block_n) if self.register_a else ("block_m", self.block_m)
         n_name, n = ("block_m", self.block_m) if self.register_a else ("block_n", self.block_n)
         allowed = [WGMMA_ROWS * c for c in range(1, WGMMA_MAX_CONSUMERS + 1)]

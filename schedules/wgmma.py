@@ -301,35 +301,18 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
                             (b * 256 + t) % cols_p < cols,
                             X[(b * 256 + t) // cols_p, T.min((b * 256 + t) % cols_p, cols - 1)], T.float32(0))
 
-    if register_a:
-        @T.prim_func(s_tir=True)
-        def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
-            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-            A_pad = T.alloc_buffer((M, Kp), "float32")
-            B_pad = T.alloc_buffer((K, Np), "float32")
-            if pad_a:
-                pad_copy(A, A_pad, M, K, Kp, "A_pad")
-            if pad_b:
-                pad_copy(B, B_pad, K, N, Np, "B_pad")
-            if pad_a and pad_b:
-                gemm(A_pad, B_pad, C)
-            elif pad_a:
-                gemm(A_pad, B, C)
-            elif pad_b:
-                gemm(A, B_pad, C)
-            else:
-                gemm(A, B, C)
-    else:
-        @T.prim_func(s_tir=True)
-        def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
-            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-            A_pad = T.alloc_buffer((M, Kp), "float32")
-            Bt = T.alloc_buffer((N, Kp), "float32")
-            if pad_a:
-                pad_copy(A, A_pad, M, K, Kp, "A_pad")
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        # Copies the operands need before the GEMM (an unused one is never allocated).
+        A_pad = T.alloc_buffer((M, Kp), "float32")
+        B_pad = T.alloc_buffer((K, Np), "float32")
+        Bt = T.alloc_buffer((N, Kp), "float32")
+        if pad_a:
+            pad_copy(A, A_pad, M, K, Kp, "A_pad")
+        if not register_a:
             transpose(B, Bt)
-            if pad_a:
-                gemm(A_pad, Bt, C)
-            else:
-                gemm(A, Bt, C)
+        elif pad_b:
+            pad_copy(B, B_pad, K, N, Np, "B_pad")
+        gemm(A_pad if pad_a else A, Bt if not register_a else B_pad if pad_b else B, C)
     return main

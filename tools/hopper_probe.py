@@ -3,14 +3,12 @@ against float64 on fresh inputs (C poisoned with NaN), times it and cuBLAS TF32 
 process, alternating. Prints JSON lines; writes $OUT/hopper_probe.json."""
 import json, os, sys, time
 import numpy as np
-import tvm
 import schedules
-from schedules import wgmma
 from schedules.config import WgmmaConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig
 from steps.measure import harness
 
 OUT = os.environ.get("OUT", "/tmp")
-tgt = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+STEP_OF = {WgmmaConfig: 15, WgmmaPipelineConfig: 16, WgmmaRegisterAConfig: 18}  # the step each config is
 runner = harness.KernelRunner(repeat=20, isolate=False, seed=1)
 rows = []
 
@@ -21,7 +19,7 @@ def log(row):
 
 
 def build(cfg, M, N, K):
-    return tvm.compile(tvm.IRModule({"main": wgmma.computation(M, N, K, cfg)}), target=tgt)
+    return schedules.build(STEP_OF[type(cfg)], M, N, K, config=cfg)
 
 
 CONFIGS = {
