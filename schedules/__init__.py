@@ -22,7 +22,7 @@ import tvm
 from tvm import s_tir
 from tvm.target import Target
 
-from . import long_k, nan_fallback, nvrtc, one_barrier, padding, pipelines
+from . import long_k, fp32_fallback, nvrtc, one_barrier, padding, pipelines
 from .config import ConfigError, check_sizes
 from .matmul import matmul
 from .transforms import hoist_init
@@ -89,9 +89,12 @@ class Step:
         cfg.validate(M, N, K)
         kernel = getattr(self.module, "kernel", None)
         if kernel is not None:
-            # The Hopper rungs: a kernel written as sblocks (schedules/wgmma.py says why), which
-            # pads its own operands where TMA needs it; nothing left to schedule.
-            return s_tir.Schedule(kernel(M, N, K, cfg))
+            # The Hopper rungs: a GEMM kernel written as sblocks (schedules/wgmma.py says why),
+            # after the copies its operands need (B transposed, rows padded for TMA), which are
+            # plain blocks scheduled here.
+            sch = s_tir.Schedule(kernel(M, N, K, cfg))
+            self.module.schedule_copies(sch)
+            return sch
         # Any shape (schedules/padding.py): narrow `vector` where N or K breaks its alignment,
         # pad to whole tiles, let the step schedule the padded block, then inline the padding.
         # Shapes the tiles divide skip both: the same IR as before shape support. A config
@@ -143,6 +146,7 @@ STEP_MODULES = (
     "step16_warp_specialized",
     "step17_wide_tile",
     "step18_register_a",
+    "step19_3xtf32_wgmma",
 )
 STEPS: tuple[Step, ...] = tuple(_step(importlib.import_module(f".{name}", __name__)) for name in STEP_MODULES)
 
@@ -175,14 +179,14 @@ def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=
     # Lowering passes of ours, run after TVM's ThreadSync (schedules/pipelines.py): one barrier
     # per k slice where the config asks (schedules/one_barrier.py), a second accumulator where an
     # fp32 sum runs over a long K (schedules/long_k.py), and the fp32 fallback for the outputs a
-    # 3xTF32 step makes NaN (schedules/nan_fallback.py).
+    # 3xTF32 step makes NaN (schedules/fp32_fallback.py).
     passes = []
     if getattr(cfg, "barriers", 2) == 1:
         passes.append(one_barrier.single_barrier_pass)
     if s.precision == "fp32" and long_k.applies(cfg, K):
         passes.append(long_k.promote_pass)
-    if getattr(s.module, "NAN_FALLBACK", False):
-        passes.append(nan_fallback.nan_fallback_pass)
+    if getattr(s.module, "FP32_FALLBACK", False):
+        passes.append(fp32_fallback.fp32_fallback_pass)
     pipeline = pipelines.with_device_passes(*passes)
     with tvm.transform.PassContext(opt_level=3, config=s.pass_config):
         return tvm.compile(sch.mod, target=tgt, tir_pipeline=pipeline)

@@ -616,6 +616,12 @@ class WgmmaConfig(GridConfig):
         return False
 
     @property
+    def split(self) -> bool:
+        """3xTF32: three TF32 products per 8 k (big and small halves of each operand), summed in
+        chunks of `promote` slices and promoted to a second accumulator in fp32."""
+        return False
+
+    @property
     def block_k(self) -> int:
         return WGMMA_K
 
@@ -635,12 +641,19 @@ class WgmmaConfig(GridConfig):
 
     @property
     def operand_bytes(self) -> int:
-        return (self.block_m + self.block_n) * WGMMA_K * FLOAT_BYTES
+        """Shared memory per stage: the A and B tiles TMA writes (and, split, A's small half)."""
+        a_tiles = 2 if self.split else 1
+        return (a_tiles * self.block_m + self.block_n) * WGMMA_K * FLOAT_BYTES
+
+    @property
+    def barriers(self) -> int:
+        """mbarriers per stage: full and empty, and (split) ready: A's small half written."""
+        return 3 if self.split else 2
 
     @property
     def shared_bytes(self) -> int:
-        # The stages, and two 8-byte mbarriers per stage after them.
-        return self.stages * (self.operand_bytes + 16)
+        # The stages, and the 8-byte mbarriers of each stage after them.
+        return self.stages * (self.operand_bytes + 8 * self.barriers)
 
     @property
     def shared_scope(self) -> str:
@@ -689,3 +702,33 @@ class WgmmaRegisterAConfig(WgmmaPipelineConfig):
     @property
     def register_a(self) -> bool:
         return True
+
+
+# 3xTF32 on wgmma keeps a second accumulator beside wgmma's and the B^T fragments of two slices,
+# big and small: block_m / 2 * 2 + 64 registers a thread of the 232 a consumer has.
+WGMMA_SPLIT_MAX_N = 128
+
+
+@dataclass(frozen=True)
+class Wgmma3xTF32Config(WgmmaRegisterAConfig):
+    """Step 19: step 18's kernel computing 3xTF32. A producer warpgroup writes each A tile's small
+    half beside it (once per shared tile); consumers split their B^T fragments in registers and
+    issue three wgmma per 8 k into an accumulator restarted every `promote` slices, whose sum
+    is added in fp32 to a second one."""
+
+    block_m: int = 128
+    block_n: int = 128
+    stages: int = 4  # type: ignore[assignment]
+    promote: int = 1  # as fast as 2 and 4 on the H100, and the most accurate (step 19's docstring)
+
+    @property
+    def split(self) -> bool:
+        return True
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if not isinstance(self.promote, int) or isinstance(self.promote, bool) or not 1 <= self.promote <= 8:
+            raise ConfigError(f"promote must be 1 to 8 slices, got {self.promote!r}")
+        if isinstance(self.block_m, int) and not isinstance(self.block_m, bool) and self.block_m > WGMMA_SPLIT_MAX_N:
+            raise ConfigError(f"block_m must be at most {WGMMA_SPLIT_MAX_N} for 3xTF32 (two accumulators of "
+                              f"block_m / 2 registers and 64 of fragments a thread, 232 allowed), got {self.block_m}")
+        super().validate(M, N, K)

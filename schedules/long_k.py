@@ -17,7 +17,7 @@ and sqrt(2^19). The hot loop is unchanged: one add and one zeroing per accumulat
 1/512 of the FMAs, and one loop level more.
 
 It is a pass over the lowered kernel (composed by schedules/pipelines.py, as
-schedules/nan_fallback.py is), not a schedule primitive, because the steps build their K loop
+schedules/fp32_fallback.py is), not a schedule primitive, because the steps build their K loop
 in eleven different shapes (plain, sliced, pipelined with prologue and epilogue, split over
 blocks, tensorized) and the lowered kernel has one: a serial loop whose body adds into the same
 elements every iteration. ``add_promotion`` finds the outermost serial loop whose body holds
@@ -94,8 +94,13 @@ SUFFIX = "_promoted"
 
 def serial_length(cfg, K: int) -> int | None:
     """How many k one accumulator sums serially under `cfg`: K, or step 11's chunk K / split_k
-    (K padded to whole splits); None for step 11's k_threads modes, which this does not cover."""
+    (K padded to whole splits); None for step 11's k_threads modes, which this does not cover,
+    and for step 19, which promotes its own."""
     if getattr(cfg, "k_threads", 1) > 1:
+        return None
+    if getattr(cfg, "split", False):
+        # Step 19 (3xTF32 on wgmma) promotes its own sums, and flushes them to C at a long K
+        # (schedules/wgmma.py): it has no registers for another accumulator.
         return None
     return cfg.chunk_k(K) if hasattr(cfg, "chunk_k") else K
 

@@ -4,7 +4,7 @@ and the walk over the lowered kernel those passes share.
 Some steps need a pass no schedule primitive can express, run on the lowered kernel:
 schedules/one_barrier.py (one barrier per cp.async slice, step 13 at ``barriers`` 1),
 schedules/long_k.py (a second accumulator for sums over a long K, the fp32 steps) and
-schedules/nan_fallback.py (an fp32 fallback for the outputs 3xTF32 makes NaN, step 14). They run
+schedules/fp32_fallback.py (an fp32 fallback for the outputs 3xTF32 makes NaN or tiny, step 14). They run
 first among the device finalization passes, after ThreadSync, in the order given.
 """
 

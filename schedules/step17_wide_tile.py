@@ -42,5 +42,8 @@ def default_config(M: int, N: int, K: int) -> WgmmaPipelineConfig:
     return WgmmaPipelineConfig(block_n=256)
 
 
+schedule_copies = wgmma.schedule_copies
+
+
 def kernel(M: int, N: int, K: int, cfg: WgmmaPipelineConfig):
     return wgmma.computation(M, N, K, cfg)

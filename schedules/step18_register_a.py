@@ -35,12 +35,18 @@ waits), short scoreboard (2.0: the B^T fragment loads from shared memory) and wg
 What is left is the edges of each tile: the pipeline's fill and drain, and an epilogue that
 stores 128 floats per thread while no wgmma runs. Next: a persistent grid whose epilogue
 overlaps the next tile's loads, and a TMA store. The Nsight cross-check (harness time per call
-against ncu's, results/nvidia-h100-80gb-hbm3/crosscheck_partial_2026-11-25.txt) agrees within 3%
-at 512 and 1024 and differs at 2048: 53.3 us in the harness against 46.7 us in ncu; the harness
-number is the one reported (the slower, back-to-back launches). The cause is not measured yet;
-the likeliest is the clock: back-to-back wgmma at 90% tensor-pipe load draws more power than
-ncu's one kernel at a time, and 53.3 / 46.7 = 1.14 is the ratio of 1980 MHz to ~1735 (to check:
-the SM clock sampled during a harness run).
+against ncu's, results/nvidia-h100-80gb-hbm3/crosscheck_partial_2026-11-25.txt) agreed within 3%
+at 512 and 1024 and differed at 2048: 53.3 us in the harness against 46.7 us in ncu. Measured
+again (results/nvidia-h100-80gb-hbm3/crosscheck_clocks_2026-11-25.txt): 47.4 against 46.6, the
+gap gone; at 4096 the harness reads 7-8% above ncu for this step (377.5 against ~352 us) and for
+cuBLAS TF32 alike (370 against ~342; ncu's SM clock 1.63 and 1.69 GHz), so the ratio between
+them stands. The whole ladder run of 2026-11-25 (second): 340.8 / 333.3 TFLOP/s, 0.97x / 0.84x
+cuBLAS TF32; the ratio at 4096 moves by about 5% between runs. The sweep (2026-11-25, python -m
+steps.sweep --step 18 --sizes 2048 4096 --top 2, results/nvidia-h100-80gb-hbm3/sweep_hopper.txt)
+keeps this config's tile and depth: 256 x 128 at 323 / 353 TFLOP/s against 284 / 280 for 128 x
+128 and 248 / 299 for 192 x 128, 4 stages against 313 / 354 (3) and 212 / 235 (2); its best
+raster differs by size (4 at 2048: 329; 1 at 4096: 385) by margins the single timings of a sweep
+do not settle (the previous session's alternating rounds: raster 1 and 8 within 1%).
 
 Run: python -m steps.step18
 """
@@ -62,6 +68,9 @@ PASS_CONFIG: dict = {}
 
 def default_config(M: int, N: int, K: int) -> WgmmaRegisterAConfig:
     return WgmmaRegisterAConfig()
+
+
+schedule_copies = wgmma.schedule_copies
 
 
 def kernel(M: int, N: int, K: int, cfg: WgmmaRegisterAConfig):

@@ -1,4 +1,4 @@
-"""The Hopper rungs' kernel (steps 15-18): TF32 wgmma fed by TMA, written as TensorIR sblocks.
+"""The Hopper rungs' kernel (steps 15-19): wgmma fed by TMA, written as TensorIR sblocks.
 
 Steps 12-14 schedule the base matmul and tensorize 16 x 16 x 8 tiles onto ``mma.sync``, a warp
 instruction Hopper keeps for compatibility. Hopper's own path is three things no schedule
@@ -25,7 +25,10 @@ switch here (``WgmmaConfig`` and subclasses in schedules/config.py):
 - step 15: wgmma, one shared buffer: TMA load, wait, 4 wgmma, wait, barrier, repeat;
 - step 16: ``stages`` buffers in a ring and a producer warpgroup: warp specialization;
 - step 17: 128 x 256 tiles (n = 256 wgmma): a config, half the shared traffic per FLOP;
-- step 18: register A: C^T = B^T A^T, so B needs no transposed copy (below).
+- step 18: register A: C^T = B^T A^T, so B needs no transposed copy (below);
+- step 19: ``split``, 3xTF32: the producer writes A's small half beside each tile, consumers
+  split B^T in registers and issue three wgmma per 8 k, promoting to an fp32 total
+  (schedules/step19_3xtf32_wgmma.py says how and what it measured).
 
 TF32 wgmma has no transpose: both shared operands must be K-major (k contiguous), and
 ``B[K, N]`` row-major is N-major. Steps 15-17 make a transposed copy ``Bt[N, K]`` with a copy
@@ -35,14 +38,19 @@ from B's N-major tile with ordinary shared loads (the register layout is free), 
 operand is A[M, K], K-major as stored. The accumulator holds C^T; the epilogue writes it to C.
 
 TMA needs 16-byte row strides: where K (A, and Bt) or N (step 18's B) is not a multiple of 4,
-a copy kernel pads that operand with zeros first. Any M, N, K builds.
+a copy kernel pads that operand with zeros first. Any M, N, K builds. The copies (the transpose
+and the pads) are plain TensorIR blocks, scheduled by ``schedule_copies``; only the GEMM is
+written with its threads.
 """
 
 from __future__ import annotations
 
+import struct
+
 import tvm
 from tvm.script import tirx as T
 
+from . import fp32_fallback
 from .config import WGMMA_K, WgmmaConfig
 
 # wgmma's instruction shape: 64 rows per warpgroup, 8 k per instruction (TF32).
@@ -55,6 +63,12 @@ TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx
 # unused in this mode (1 by convention), the stride offset is one 8-row swizzle atom, 1024 B.
 DESC_LBO, DESC_SBO = 1, 64
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg: 40*128 + 232*256 = 64,512 of 65,536
+TF32_MASK = 0xFFFFE000  # the bits of an fp32 that TF32 keeps (the tensor core drops the other 13)
+# 3xTF32 at a long K: the promoted accumulator is itself added into C every FLUSH_CHUNKS chunks,
+# so no fp32 register sums more than that many chunk sums (schedules/long_k.py's reason).
+FLUSH_CHUNKS = 512
+SPLITTERS = 96  # split: the producer's warps 1-3 write A's small half (warp 0 loads)
+SPLIT_BATCH = 4  # float4 loads in flight per splitting thread
 
 
 def _fix_noop_barrier_codegen() -> None:
@@ -85,6 +99,8 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
     """C[M, N] = A[M, K] @ B[K, N] in TF32 on wgmma: the copy kernels the operands need, then
     the GEMM kernel ``cfg`` describes."""
     register_a = cfg.register_a
+    split = cfg.split                    # 3xTF32 (step 19)
+    promote = cfg.promote if split else 1
     Kp = _round_up(K, 4)
     Np = _round_up(N, 4)
     pad_a = K != Kp                      # A's rows must be 16-byte strided for its tensor map
@@ -96,15 +112,20 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
     acc_n = wg_n // 2
     KT = _ceil(K, BK)
     A_fl, B_fl = BM * BK, BN * BK        # floats per stage
-    stage_fl = A_fl + B_fl
-    bar0 = stages * stage_fl             # 2 * stages uint64 barriers after the tiles
-    smem_fl = bar0 + 4 * stages
+    As0 = A_fl + B_fl                    # split: A's small half, after the two tiles TMA writes
+    stage_fl = A_fl + B_fl + (A_fl if split else 0)
+    bar0 = stages * stage_fl             # cfg.barriers * stages uint64 barriers after the tiles
+    smem_fl = bar0 + 2 * cfg.barriers * stages
     threads = cfg.threads
     first = WARPGROUP if producer else 0  # the first consumer thread
     tm, tn = _ceil(M, BM), _ceil(N, BN)
     group = min(cfg.raster, tm)
     mma = f"wgmma.mma_async.sync.aligned.m64n{wg_n}k8.f32.tf32.tf32"
-    tx_bytes = 4 * stage_fl
+    tx_bytes = 4 * (A_fl + B_fl)
+    tiny_bits = int.from_bytes(struct.pack("<f", fp32_fallback.tiny_bound(K)), "little")
+    # Each consumer's chunks of `promote` slices start `promote / consumers` slices apart, so one
+    # drains its wgmma to promote while the other's keep the tensor core busy.
+    flush = split and KT > 2 * promote * FLUSH_CHUNKS
     Ka = Kp if pad_a else K
     # Tensor maps: (dims innermost first, byte strides of the outer dims, box, element strides,
     # interleave, swizzle, L2 promotion, out-of-bounds fill 0 = zeros).
@@ -122,6 +143,9 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
 
     def empty_bar(s):
         return bar0 + 2 * stages + 2 * s
+
+    def ready_bar(s):
+        return bar0 + 4 * stages + 2 * s
 
     def frag_offset(s, kk, r, wg, warp, lane):
         """Where B^T's fragment register r of k-step kk lives in stage s (register A).
@@ -188,6 +212,135 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
                               n0 + i * 8 + (lane % 4) * 2 + c] = acc[i * 4 + 2 * h + c]
 
     @T.macro
+    def split_a_tile(smem, stash, s, tid):
+        # The producer's warps 1-3, once per shared tile: A's small half, A - tf32(A), written
+        # beside it in the same (swizzled) positions; wgmma reads A itself as its big half.
+        # float4 at a time, SPLIT_BATCH loads before their stores: the stores are PTX (TVM's
+        # thread-sync pass would put a __syncthreads after a plain store to shared memory, inside
+        # the producer's branch; the mbarriers order it instead), and the compiler moves no load
+        # past one, so a load-store loop would wait out each load's latency in turn.
+        for i in T.serial(_ceil(A_fl // 4, SPLITTERS * SPLIT_BATCH)):
+            for b in T.unroll(SPLIT_BATCH):
+                if (i * SPLIT_BATCH + b) * SPLITTERS + tid < A_fl // 4:
+                    stash[T.ramp(b * 4, 1, 4)] = smem[T.ramp(s * stage_fl + ((i * SPLIT_BATCH + b) * SPLITTERS + tid) * 4, 1, 4)]
+            for b in T.unroll(SPLIT_BATCH):
+                if (i * SPLIT_BATCH + b) * SPLITTERS + tid < A_fl // 4:
+                    T.ptx["st.shared.v4.f32"](
+                        T.address_of(smem[s * stage_fl + As0 + ((i * SPLIT_BATCH + b) * SPLITTERS + tid) * 4]),
+                        *[stash[b * 4 + v] - T.reinterpret("float32", T.reinterpret("uint32", stash[b * 4 + v])
+                                                              & T.uint32(TF32_MASK)) for v in range(4)])
+        # Written through the generic proxy, read by wgmma through the async one.
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.mbarrier.arrive.shared.b64(T.address_of(smem[ready_bar(s)]), T.uint32(1))
+
+    @T.macro
+    def multiply_split(smem, acc, frag, descA, descB, s, p, restart, wg, warp, lane):
+        # B^T's fragments, split in registers: big (registers 0-15 of the slice), small (16-31).
+        for kk in T.unroll(BK // WG_K):
+            for r in T.unroll(4):
+                frag[p * 32 + kk * 4 + r] = T.reinterpret("uint32", smem[frag_offset(s, kk, r, wg, warp, lane)]) & T.uint32(TF32_MASK)
+                frag[p * 32 + 16 + kk * 4 + r] = T.reinterpret("uint32", smem[frag_offset(s, kk, r, wg, warp, lane)] - T.reinterpret(
+                    "float32", T.reinterpret("uint32", smem[frag_offset(s, kk, r, wg, warp, lane)]) & T.uint32(TF32_MASK)))
+        T.ptx.wgmma.fence.sync.aligned()
+        for kk in T.unroll(BK // WG_K):
+            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descA[0]), T.address_of(smem[s * stage_fl + kk * WG_K]),
+                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
+            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB[0]), T.address_of(smem[s * stage_fl + As0 + kk * WG_K]),
+                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
+            # The small products first, big x big last (as step 14): the chunk's first wgmma
+            # restarts the accumulator (scale-d false: D = A * B).
+            T.ptx[mma](*[acc[i] for i in range(acc_n)], *[frag[p * 32 + 16 + kk * 4 + r] for r in range(4)],
+                       descA[0], T.ptx.pred(T.Or(kk > 0, T.Not(restart))), 1, 1)
+            T.ptx[mma](*[acc[i] for i in range(acc_n)], *[frag[p * 32 + kk * 4 + r] for r in range(4)],
+                       descB[0], T.ptx.pred(True), 1, 1)
+            T.ptx[mma](*[acc[i] for i in range(acc_n)], *[frag[p * 32 + kk * 4 + r] for r in range(4)],
+                       descA[0], T.ptx.pred(True), 1, 1)
+        T.ptx.wgmma.commit_group.sync.aligned()
+
+    @T.macro
+    def store_split(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane):
+        # As store() (register A), adding to C where a long K flushed partial sums there, then
+        # testing each value: NaN, or tiny (schedules/fp32_fallback.py says why), recomputed below.
+        flag[0] = 0
+        for i in T.unroll(acc_n // 4):
+            for h in T.unroll(2):
+                for c in T.unroll(2):
+                    if (m0 + i * 8 + (lane % 4) * 2 + c < M
+                            and n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h < N):
+                        if flush:
+                            total[i * 4 + 2 * h + c] = total[i * 4 + 2 * h + c] + C[
+                                m0 + i * 8 + (lane % 4) * 2 + c, n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h]
+                        C[m0 + i * 8 + (lane % 4) * 2 + c,
+                          n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h] = total[i * 4 + 2 * h + c]
+                        flag[0] = flag[0] | T.Cast("int32", fp32_fallback._needs_fp32(total[i * 4 + 2 * h + c], tiny_bits))
+        if flag[0] != 0:
+            # Rare: one loop over this thread's outputs, re-read from C (registers cannot be
+            # indexed by a loop variable without going to the stack).
+            for j in T.serial(acc_n):
+                if (m0 + j // 4 * 8 + (lane % 4) * 2 + j % 2 < M
+                        and n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * (j // 2 % 2) < N):
+                    if fp32_fallback._needs_fp32(C[m0 + j // 4 * 8 + (lane % 4) * 2 + j % 2,
+                                                   n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * (j // 2 % 2)], tiny_bits):
+                        fallback[0] = T.float32(0)
+                        for k in T.serial(K):
+                            fallback[0] = T.call_pure_extern(
+                                "float32", "fmaf", A_op[m0 + j // 4 * 8 + (lane % 4) * 2 + j % 2, k],
+                                B_op[k, n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * (j // 2 % 2)], fallback[0])
+                        C[m0 + j // 4 * 8 + (lane % 4) * 2 + j % 2,
+                          n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * (j // 2 % 2)] = fallback[0]
+
+    @T.macro
+    def flush_partial(C, total, chunk, m0, n0, wg, warp, lane):
+        # Every FLUSH_CHUNKS chunks at a long K: C (= 0 the first time) += the promoted sum.
+        for i in T.unroll(acc_n // 4):
+            for h in T.unroll(2):
+                for c in T.unroll(2):
+                    if (m0 + i * 8 + (lane % 4) * 2 + c < M
+                            and n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h < N):
+                        C[m0 + i * 8 + (lane % 4) * 2 + c, n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h] = total[
+                            i * 4 + 2 * h + c] + T.if_then_else(chunk == FLUSH_CHUNKS, T.float32(0), C[
+                                m0 + i * 8 + (lane % 4) * 2 + c, n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h])
+                    total[i * 4 + 2 * h + c] = T.float32(0)
+
+    @T.macro
+    def consume_split(smem, acc, total, frag, descA, descB, C, stagger, m0, n0, wg, warp, lane):
+        # A consumer's slices: chunks of `promote` slices (the first `promote - stagger` long),
+        # each summed on the tensor core from zero and added to the total in fp32.
+        for kt2 in T.serial(_ceil(KT, 2)):
+            for p in T.unroll(2):
+                if kt2 * 2 + p < KT:
+                    T.cuda.mbarrier_wait(T.address_of(smem[full_bar((kt2 * 2 + p) % stages)]),
+                                         ((kt2 * 2 + p) // stages) & 1)
+                    T.cuda.mbarrier_wait(T.address_of(smem[ready_bar((kt2 * 2 + p) % stages)]),
+                                         ((kt2 * 2 + p) // stages) & 1)
+                    multiply_split(smem, acc, frag, descA, descB, (kt2 * 2 + p) % stages, p,
+                                   (kt2 * 2 + p + stagger) % promote == 0,
+                                   wg, warp, lane)
+                    if ((kt2 * 2 + p + stagger + 1) % promote == 0
+                            or kt2 * 2 + p == KT - 1):
+                        # The chunk's last slice: wait for its wgmma, add the
+                        # chunk's sum to the total in fp32 (round to nearest).
+                        T.ptx.wgmma.wait_group.sync.aligned(0)
+                        for i in T.unroll(acc_n):
+                            T.cuda.wgmma.noop_barrier(acc[i])
+                            total[i] = total[i] + acc[i]
+                        if flush:
+                            if ((kt2 * 2 + p + stagger) // promote + 1) % FLUSH_CHUNKS == 0 \
+                                    and kt2 * 2 + p != KT - 1:
+                                flush_partial(C, total, (kt2 * 2 + p + stagger) // promote + 1,
+                                              m0, n0, wg, warp, lane)
+                        if kt2 * 2 + p > 0 and (kt2 * 2 + p + stagger) % promote != 0:
+                            T.ptx.mbarrier.arrive.shared.b64(
+                                T.address_of(smem[empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+                        T.ptx.mbarrier.arrive.shared.b64(
+                            T.address_of(smem[empty_bar((kt2 * 2 + p) % stages)]), T.uint32(1))
+                    else:
+                        T.ptx.wgmma.wait_group.sync.aligned(1)
+                        if kt2 * 2 + p > 0 and (kt2 * 2 + p + stagger) % promote != 0:
+                            T.ptx.mbarrier.arrive.shared.b64(
+                                T.address_of(smem[empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+
+    @T.macro
     def gemm(A_op, B_op, C):
         A_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
         T.call_packed("runtime.cuTensorMapEncodeTiled", A_map, "float32", 2, A_op.data, *A_tma)
@@ -200,7 +353,12 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
                     T.writes(C[0:M, 0:N])
                     smem = T.sblock_alloc_buffer((smem_fl,), "float32", scope="shared.dyn", align=1024)
                     acc = T.sblock_alloc_buffer((acc_n,), "float32", scope="local")
-                    frag = T.sblock_alloc_buffer((32,), "uint32", scope="local")
+                    # Two slices' B^T fragments (register A); split, big and small of each.
+                    frag = T.sblock_alloc_buffer((64 if split else 32,), "uint32", scope="local")
+                    total = T.sblock_alloc_buffer((acc_n if split else 1,), "float32", scope="local")
+                    flag = T.sblock_alloc_buffer((1,), "int32", scope="local")
+                    fallback = T.sblock_alloc_buffer((1,), "float32", scope="local")
+                    stash = T.sblock_alloc_buffer((4 * SPLIT_BATCH if split else 4,), "float32", scope="local")
                     descA = T.sblock_alloc_buffer((1,), "uint64", scope="local")
                     descB = T.sblock_alloc_buffer((1,), "uint64", scope="local")
                     # Rasterization: `group` tile rows at a time sweep the tile columns, so the
@@ -215,11 +373,16 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
                             T.ptx.mbarrier.init.shared.b64(T.address_of(smem[full_bar(s)]), T.uint32(1))
                             T.ptx.mbarrier.init.shared.b64(T.address_of(smem[empty_bar(s)]),
                                                           T.uint32(WARPGROUP * consumers))
+                            if split:
+                                T.ptx.mbarrier.init.shared.b64(T.address_of(smem[ready_bar(s)]), T.uint32(SPLITTERS))
                     T.ptx.fence.proxy.async_.shared__cta()
                     T.tvm_storage_sync("shared")
                     if producer:
                         if tid < WARPGROUP:
-                            # The producer warpgroup: one thread keeps the ring full.
+                            # The producer warpgroup: thread 0 keeps the ring full. For 3xTF32
+                            # (split) warps 1-3 also write each A tile's small half once it
+                            # lands (were thread 0 to split too, the splits would wait while it
+                            # waits for a free stage).
                             T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
                             if tid == 0:
                                 for kt in T.serial(KT):
@@ -227,6 +390,21 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
                                         T.cuda.mbarrier_wait(T.address_of(smem[empty_bar(kt % stages)]),
                                                              ((kt // stages) & 1) ^ 1)
                                     load_stage(smem, A_map, B_map, kt, kt % stages, m0, n0)
+                            elif split and tid >= 32:
+                                for kt in T.serial(KT):
+                                    T.cuda.mbarrier_wait(T.address_of(smem[full_bar(kt % stages)]), (kt // stages) & 1)
+                                    split_a_tile(smem, stash, kt % stages, tid - 32)
+                        elif split:
+                            T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+                            for i in T.unroll(acc_n):
+                                acc[i] = T.float32(0)
+                                total[i] = T.float32(0)
+                                T.cuda.wgmma.noop_barrier(acc[i])
+                            # (Both consumers promote at the same slices: chunks of the second
+                            # starting later, in a second copy of the loop, made ptxas serialize
+                            # the wgmma of both, warning C7518.)
+                            consume_split(smem, acc, total, frag, descA, descB, C, 0, m0, n0, wg, warp, lane)
+                            store_split(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane)
                         else:
                             T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
                             for i in T.unroll(acc_n):
@@ -269,37 +447,25 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
 
     @T.macro
     def transpose(B, Bt):
-        # Bt[n, k] = B[k, n] (zero for k >= K): 32 x 32 tiles through shared memory, read along
-        # n and written along k, both coalesced; rows padded to 33 floats against bank conflicts.
-        for by in T.thread_binding(_ceil(N, 32), thread="blockIdx.y"):
-            for bx in T.thread_binding(_ceil(Kp, 32), thread="blockIdx.x"):
-                for ty in T.thread_binding(8, thread="threadIdx.y"):
-                    for tx in T.thread_binding(32, thread="threadIdx.x"):
-                        with T.sblock("B_transposed"):
-                            T.reads(B[0:K, 0:N])
-                            T.writes(Bt[0:N, 0:Kp])
-                            tile = T.sblock_alloc_buffer((32 * 33,), "float32", scope="shared")
-                            for r in T.unroll(4):
-                                tile[(ty + 8 * r) * 33 + tx] = T.if_then_else(
-                                    bx * 32 + ty + 8 * r < K and by * 32 + tx < N,
-                                    B[T.min(bx * 32 + ty + 8 * r, K - 1), T.min(by * 32 + tx, N - 1)], T.float32(0))
-                            T.tvm_storage_sync("shared")
-                            for r in T.unroll(4):
-                                if by * 32 + ty + 8 * r < N and bx * 32 + tx < Kp:
-                                    Bt[by * 32 + ty + 8 * r, bx * 32 + tx] = tile[tx * 33 + ty + 8 * r]
+        # Bt[n, k] = B[k, n], and zeros in Bt's padding columns k >= K: the computation only;
+        # schedule_copies tiles it.
+        for n, k in T.grid(N, K):
+            with T.sblock("B_transposed"):
+                vn, vk = T.axis.remap("SS", [n, k])
+                Bt[vn, vk] = B[vk, vn]
+        if Kp != K:
+            for n, k in T.grid(N, Kp - K):
+                with T.sblock("pad_Bt"):
+                    vn, vk = T.axis.remap("SS", [n, k])
+                    Bt[vn, K + vk] = T.float32(0)
 
     @T.macro
     def pad_copy(X, Xp, rows, cols, cols_p, name):
-        # Xp[r, c] = X[r, c], zero in the padding columns: one thread per element.
-        for b in T.thread_binding(_ceil(rows * cols_p, 256), thread="blockIdx.x"):
-            for t in T.thread_binding(256, thread="threadIdx.x"):
-                with T.sblock(name):
-                    T.reads(X[0:rows, 0:cols])
-                    T.writes(Xp[0:rows, 0:cols_p])
-                    if b * 256 + t < rows * cols_p:
-                        Xp[(b * 256 + t) // cols_p, (b * 256 + t) % cols_p] = T.if_then_else(
-                            (b * 256 + t) % cols_p < cols,
-                            X[(b * 256 + t) // cols_p, T.min((b * 256 + t) % cols_p, cols - 1)], T.float32(0))
+        # Xp[r, c] = X[r, c], zero in the padding columns.
+        for r, c in T.grid(rows, cols_p):
+            with T.sblock(name):
+                vr, vc = T.axis.remap("SS", [r, c])
+                Xp[vr, vc] = T.if_then_else(vc < cols, X[vr, T.min(vc, cols - 1)], T.float32(0))
 
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
@@ -309,10 +475,60 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
         B_pad = T.alloc_buffer((K, Np), "float32")
         Bt = T.alloc_buffer((N, Kp), "float32")
         if pad_a:
-            pad_copy(A, A_pad, M, K, Kp, "A_pad")
+            pad_copy(A, A_pad, M, K, Kp, "pad_A")
         if not register_a:
             transpose(B, Bt)
         elif pad_b:
-            pad_copy(B, B_pad, K, N, Np, "B_pad")
+            pad_copy(B, B_pad, K, N, Np, "pad_B")
         gemm(A_pad if pad_a else A, Bt if not register_a else B_pad if pad_b else B, C)
     return main
+
+
+TRANSPOSE_TILE = 32  # B's transposed copy: 32 x 32 tiles of 8 x 32 threads, 4 rows each
+COPY_THREADS = 256
+
+
+def schedule_copies(sch) -> None:
+    """Schedule the copy kernels ``computation`` writes as plain blocks (the GEMM is written
+    with its threads already): B's transpose through a shared tile, the pads one element a thread."""
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        name = sch.get(block).name_hint
+        # (TVMScript may suffix a block's name to keep it unique: "pad_B_1".)
+        if name.startswith("B_transposed"):
+            _schedule_transpose(sch, block)
+        elif name.startswith("pad_"):
+            fused = sch.fuse(*sch.get_loops(block))
+            bx, tx = sch.split(fused, [None, COPY_THREADS])
+            sch.bind(bx, "blockIdx.x")
+            sch.bind(tx, "threadIdx.x")
+        elif name != "C":  # the GEMM, bound as written; anything else would run unscheduled
+            raise ValueError(f"schedule_copies: no schedule for block {name!r}")
+
+
+def _schedule_transpose(sch, block) -> None:
+    # Read B along n and write Bt along k, both coalesced: a 32 x 32 tile of B in shared memory,
+    # its rows padded to 33 floats so that the column reads hit 32 banks.
+    t = TRANSPOSE_TILE
+    n, k = sch.get_loops(block)
+    no, ni = sch.split(n, [None, t])
+    ko, ki = sch.split(k, [None, t])
+    sch.reorder(no, ko, ni, ki)
+    sch.bind(no, "blockIdx.y")
+    sch.bind(ko, "blockIdx.x")
+    tile = sch.cache_read(block, 0, "shared")
+    sch.compute_at(tile, ko)
+    sch.storage_align(tile, 0, axis=0, factor=t, offset=1)
+    # The tile's copy: its loops below ko (B's k rows, n columns; one where a side is 1) fused,
+    # 32 consecutive n to a warp (threadIdx.x), 8 rows at a time (threadIdx.y).
+    loops = sch.get_loops(tile)
+    below = loops[[sch.get(x).same_as(sch.get(ko)) for x in loops].index(True) + 1:]
+    copy = sch.fuse(*below) if below else sch.add_unit_loop(tile)  # (none for a 1 x 1 tile)
+    rows, ty, tx = sch.split(copy, [None, 8, t])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.unroll(rows)
+    nio, nii = sch.split(ni, [None, 8])
+    sch.reorder(nio, nii, ki)
+    sch.bind(nii, "threadIdx.y")
+    sch.bind(ki, "threadIdx.x")
+    sch.unroll(nio)

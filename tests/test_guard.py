@@ -74,6 +74,9 @@ def test_timing_and_measurement_carry_the_verdict():
     fast_host = harness.Timing(0.015, 0.014, 0.02, 30, 67, host_us=4.0)
     slow_host = harness.Timing(0.015, 0.014, 0.02, 30, 67, host_us=22.6)
     assert fast_host.host_bound is False and slow_host.host_bound is True
+    # Judged against the fastest sample: a median the host's stalls inflated does not hide it.
+    inflated = harness.Timing(0.040, 0.0208, 0.061, 30, 25, host_us=20.9)
+    assert inflated.host_bound is True and not harness.is_host_bound(20.9, inflated.median_ms)
     m = harness.Measurement(512, 512, 512, rel_err=1e-7)
     m.set_timing(slow_host)
     assert (m.host_us, m.host_bound) == (22.6, True)

@@ -1,6 +1,7 @@
-"""The Hopper rungs (steps 15-18, schedules/wgmma.py) without a GPU: what they are, that they
+"""The Hopper rungs (steps 15-19, schedules/wgmma.py) without a GPU: what they are, that they
 build for sm_90a with the instructions their ideas name, ptxas's report, their configs' one-line
-errors, odd shapes, and the one line a GPU of another kind gets.
+errors, odd shapes, and the one line a GPU of another kind gets. Step 19 (3xTF32 on wgmma) has
+its own section: the split, the three products, the promotion, the fp32 fallback.
 
 Their correctness and speed on a GPU are tests/test_gpu.py's and tests/test_gpu_shapes.py's
 (every step, these included; skipped with the reason on a GPU that is not Hopper)."""
@@ -16,13 +17,15 @@ import pytest
 
 import schedules
 from schedules import ConfigError
-from schedules.config import WgmmaConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig
+from schedules.config import Wgmma3xTF32Config, WgmmaConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig
 from steps.commands import ladder
 from steps.measure import harness, nvcc
 
 from .checks import config_error
 
 HOPPER = [s for s in schedules.STEPS if s.arch is not None]
+HOPPER_TF32 = [s for s in HOPPER if s.precision == "tf32"]
+SPLIT_STEP = schedules.get_step(19)
 ODD = [(1000, 777, 1001), (1, 1, 1), (7, 4096, 13), (2047, 2047, 2047)]
 
 
@@ -39,14 +42,18 @@ def kernels(src: str) -> list[tuple[str, str, str]]:
     return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
 
 
-def test_the_hopper_rungs_are_15_to_18():
-    assert [s.number for s in HOPPER] == [15, 16, 17, 18]
-    assert all(s.arch == "sm_90a" and s.precision == "tf32" and s.tensor_cores for s in HOPPER)
+def test_the_hopper_rungs_are_15_to_19():
+    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19]
+    assert all(s.arch == "sm_90a" and s.tensor_cores for s in HOPPER)
+    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18] and SPLIT_STEP.precision == "fp32"
     assert all(s.arch is None for s in schedules.STEPS if s.number < 15)
     # Each rung's config is its prior's, or extends it; 15 starts a new kind (warpgroup tiles).
-    assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig]
+    assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig,
+                                          Wgmma3xTF32Config]
+    assert issubclass(Wgmma3xTF32Config, WgmmaRegisterAConfig)
     assert issubclass(WgmmaRegisterAConfig, WgmmaPipelineConfig) and issubclass(WgmmaPipelineConfig, WgmmaConfig)
-    assert all(harness.tolerance(s) == harness.TF32_TOLERANCE for s in HOPPER)
+    assert all(harness.tolerance(s) == harness.TF32_TOLERANCE for s in HOPPER_TF32)
+    assert harness.tolerance(SPLIT_STEP) == harness.tolerance(schedules.get_step(14)) < harness.TF32_TOLERANCE
 
 
 @pytest.mark.parametrize("step", HOPPER, ids=_id)
@@ -75,7 +82,9 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
     form = "rs" if cfg.register_a else "ss"
     helper = f"tvm_builtin_ptx_wgmma_tf32_{form}_mma_async_sync_aligned_m64n{wg_n}k8_f32_tf32_tf32_1_1"
     assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{wg_n}k8\.f32\.tf32\.tf32", src)
-    assert src.count(helper + "(") - src.count(f"void {helper}(") == (8 if cfg.producer else 4)
+    # 3xTF32 (step 19): three per 8 k, over the two slices of a trip.
+    per_slice = 4 * (3 if cfg.split else 1)
+    assert src.count(helper + "(") - src.count(f"void {helper}(") == per_slice * (2 if cfg.producer else 1)
     assert "wgmma.commit_group.sync.aligned" in src and "wgmma.wait_group.sync.aligned" in src
     # TMA: a tensor map per operand, passed by value; the copy engine completes an mbarrier.
     (threads, name, params), = [k for k in kernels(src) if "CUtensorMap" in k[2]]
@@ -91,7 +100,7 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
     assert ("mbarrier.arrive.shared" in src.replace("expect_tx", "")) == cfg.producer
     # B's transposed copy: a kernel of steps 15-17, gone at 18 (register A, C^T = B^T A^T).
     assert ("Bt_ptr" in src) == (step.number < 18)
-    assert len(kernels(src)) == (1 if step.number == 18 else 2)
+    assert len(kernels(src)) == (1 if step.number >= 18 else 2)
 
 
 def test_each_rung_changes_the_kernel():
@@ -154,6 +163,10 @@ def test_odd_shapes_build(step, shape):
     (WgmmaPipelineConfig(block_n=256, stages=5), ("shared memory", "227 KB")),
     (WgmmaRegisterAConfig(block_n=256), ("block_n", "64 or 128")),
     (WgmmaRegisterAConfig(block_m=80), ("block_m", "multiple of 32")),
+    (Wgmma3xTF32Config(block_m=256), ("block_m", "at most 128", "3xTF32")),
+    (Wgmma3xTF32Config(promote=0), ("promote", "1 to 8")),
+    (Wgmma3xTF32Config(promote=True), ("promote", "1 to 8")),
+    (Wgmma3xTF32Config(stages=5), ("shared memory", "227 KB")),
 ], ids=str)
 def test_bad_configs_are_one_line(cfg, words):
     config_error(lambda: cfg.validate(1024, 1024, 1024), *words)
@@ -163,6 +176,10 @@ def test_config_fields_and_derived_values():
     cfg = WgmmaRegisterAConfig()
     assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.consumers, cfg.wgmma_n, cfg.threads) == (256, 128, 4, 2, 256, 384)
     assert cfg.shared_bytes == 4 * ((256 + 128) * 32 * 4 + 16)
+    # Step 19: A's small half beside each stage's tiles, and a third barrier (ready) per stage.
+    split = Wgmma3xTF32Config()
+    assert (split.block_m, split.block_n, split.consumers, split.threads, split.barriers) == (128, 128, 2, 384, 3)
+    assert split.shared_bytes == 4 * ((2 * 128 + 128) * 32 * 4 + 24) and not cfg.split and split.split
     assert WgmmaConfig().threads == 256 and not WgmmaConfig().producer and WgmmaConfig().stages == 1
     assert WgmmaConfig.from_dict(WgmmaConfig(block_n=64).as_dict()) == WgmmaConfig(block_n=64)
     with pytest.raises(ConfigError):
@@ -185,7 +202,7 @@ def test_the_ladder_skips_the_hopper_rungs_elsewhere(capsys):
     kept = ladder.runnable_steps(list(schedules.STEPS), "sm_80")
     assert [s.number for s in kept] == list(range(1, 15))
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18: they need a Hopper GPU (sm_90a: wgmma, TMA); "
+    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19: they need a Hopper GPU (sm_90a: wgmma, TMA); "
                    "this is sm_80"]
     assert ladder.runnable_steps(list(schedules.STEPS), "sm_90") == list(schedules.STEPS)
     with pytest.raises(Exception, match="need a Hopper GPU"):
@@ -229,3 +246,116 @@ def test_sweep_searches_the_hopper_space():
     proc = subprocess.run([sys.executable, "-m", "steps.sweep", "--step", "18", "--dry-run", "--sizes", "2048",
                            "--arch", "sm_80"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "needs a Hopper GPU" in proc.stderr and proc.stdout == ""
+
+
+# --- step 19: 3xTF32 on wgmma ----------------------------------------------------------------
+
+TF32_MASK = str(0xFFFFE000)  # as the CUDA spells the mask: (uint)4294959104
+
+
+@pytest.mark.parametrize("promote", (1, 2, 4))
+def test_step19_splits_once_per_tile_and_promotes(promote):
+    n = 2048
+    cfg = Wgmma3xTF32Config(promote=promote)
+    src = source(SPLIT_STEP, n, n, n, cfg)
+    # The producer's warps 1-3 write A's small half beside each tile (PTX float4 stores), then make it
+    # visible to wgmma's async proxy and arrive on the stage's "ready" barrier (96 arrivals).
+    assert "st.shared.v4.f32" in src and "fence.proxy.async.shared::cta" in src
+    inits = re.findall(r"mbarrier_init_init_shared_b64\([^;]*\(uint\)(\d+)\);", src)
+    assert sorted(set(int(c) for c in inits)) == [1, 96, 256] and len(inits) == 3 * cfg.stages
+    # The consumers split B^T's fragments in registers: big = the mask (registers 0-15), small
+    # = x - big (16-31), for each of the two slices of a trip. (TVM compacts the two slices'
+    # registers into one set; ptxas keeps the first's alive while its wgmma read them.)
+    bigs = re.findall(rf"frag_ptr\[(\d+)\] = \(\(\*\(uint \*\)\(&\(v__\d+\)\)\) & \(uint\){TF32_MASK}\);", src)
+    assert sorted(int(r) for r in bigs) == sorted(list(range(16)) * 2)
+    smalls = re.findall(r"frag_ptr\[(\d+)\] = \(\*\(uint \*\)\(&\(v__\d+\)\)\);", src)
+    assert sorted(int(r) for r in smalls) == sorted(list(range(16, 32)) * 2)
+    # Three products per 8 k: small x big, big x small, big x big; the first wgmma of a chunk
+    # restarts the accumulator (scale-d false), once per `promote` slices.
+    preds = re.findall(r"m64n128k8_f32_tf32_tf32_1_1\(acc_ptr\[0\][^;]*, ([^,;]*)\);", src)
+    assert len(preds) == 24
+    restarts = preds.count("(bool)0")  # a chunk's first wgmma where the slice is known
+    decided_at_run_time = [p for p in preds if p not in ("(bool)0", "(bool)1", "(uint)1")]
+    # Per trip of two slices: both restart (promote 1), the first (2), the first of every other
+    # trip, decided by the slice (4).
+    assert (restarts, len(decided_at_run_time)) == {1: (2, 0), 2: (1, 0), 4: (0, 1)}[promote]
+    # The promotion: total += acc, each accumulator register, in fp32 (round to nearest).
+    promotes = re.findall(r"total_ptr\[(\d+)\] = \(total_ptr\[\1\] \+ acc_ptr\[\1\]\);", src)
+    assert sorted(set(int(i) for i in promotes)) == list(range(64))
+    assert len(promotes) == 64 * (2 if promote == 1 else 1)
+    assert "_promoted" not in src  # schedules/long_k.py's pass leaves step 19 alone
+
+
+def test_step19_recomputes_nan_and_tiny_outputs_in_fp32():
+    from schedules import fp32_fallback
+
+    M, N, K = 1000, 1500, 700
+    src = source(SPLIT_STEP, M, N, K)
+    # After its stores of C, a thread that stored a NaN or tiny value computes those again:
+    # K serial fmaf from A and B in global memory.
+    assert re.search(rf"for \(int k = 0; k < {K}; \+\+k\) \{{\s*fallback_ptr\[0\] = fmaf\(A_ptr\[", src)
+    assert "if (flag_ptr[0] != 0)" in src and "(uint)2139095040 <" in src
+    tiny = int.from_bytes(__import__("struct").pack("<f", fp32_fallback.tiny_bound(K)), "little")
+    assert str(tiny - 1) in src  # the bound for this K, as (|x| - 1) < bound - 1
+
+
+@pytest.mark.parametrize("K, flushes", [(32768, False), (32769 + 32, True), (2**20, True)])
+def test_step19_flushes_its_total_to_c_at_a_long_k(K, flushes):
+    """No fp32 register sums more than 1024 chunk sums (2 * 512; at promote 1, K over 32768): past
+    that, the total goes into C every 512."""
+    src = source(SPLIT_STEP, 128, 128, K)
+    # Every 512th chunk end: C = total (the first time: + 0, after: + C), then total = 0.
+    flush = re.search(r"if \(\(\(\([^;{]*\) % 512\) == 0\) && ", src)
+    assert (flush is not None) == flushes
+    if flushes:
+        after = src[flush.end():]
+        assert re.search(r"condval = 0x0p\+0f", after) and re.search(r"total_ptr\[63\] = 0x0p\+0f", after)
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+@pytest.mark.parametrize("cfg", [Wgmma3xTF32Config(), Wgmma3xTF32Config(promote=1), Wgmma3xTF32Config(promote=4),
+                                 Wgmma3xTF32Config(block_m=64)], ids=str)
+def test_step19_ptxas_keeps_wgmma_async(cfg):
+    """ptxas serializes wgmma (warning C7518) where accumulator registers are touched on a path it
+    thinks divergent, e.g. a promotion branch that depends on the warpgroup; none here."""
+    report = nvcc.compile_report(source(SPLIT_STEP, 2048, 2048, 2048, cfg), "sm_90a")
+    assert report.ok and report.spills == 0 and report.stack_bytes == 0, report.log[-2000:]
+    assert "C7518" not in report.log and "serialized" not in report.log
+
+
+# --- the copy kernels, scheduled (schedules/wgmma.py: schedule_copies) ------------------------
+
+
+def test_the_transposed_copy_of_b_is_a_tensorir_schedule():
+    """Steps 15-17's Bt[n, k] = B[k, n] is a plain block, tiled by schedule_copies: a 32 x 32 tile
+    of B in shared memory with rows padded to 33 floats, 8 x 32 threads, four rows each way."""
+    from tvm import s_tir
+
+    from schedules import wgmma
+
+    func = wgmma.computation(2048, 2048, 2048, WgmmaConfig())
+    plain = s_tir.Schedule(func)  # as computation() writes it: two plain loops, no threads yet
+    assert [plain.get(loop).thread_binding for loop in plain.get_loops(plain.get_sblock("B_transposed"))] == [None, None]
+    src = source(HOPPER[0], 2048, 2048, 2048)
+    copy = next(k for k in re.split(r'(?=extern "C" __global__)', src) if "Bt_ptr" in k and "{" in k and "CUtensorMap" not in k)
+    assert "__launch_bounds__(256)" in copy and "float B_shared_ptr[1056];" in copy  # 32 rows of 33
+    assert len(re.findall(r"B_shared_ptr\[[^]]*\] = B_ptr\[", copy)) == 4      # unrolled, coalesced along n
+    assert len(re.findall(r"Bt_ptr\[[^]]*\] = B_shared_ptr\[", copy)) == 4     # unrolled, coalesced along k
+    assert copy.count("__syncthreads();") == 1
+
+
+def test_schedule_copies_refuses_a_block_it_does_not_know():
+    from tvm import s_tir
+    from tvm.script import tirx as T
+
+    from schedules import wgmma
+
+    @T.prim_func(s_tir=True)
+    def stray(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.sblock("mystery"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = A[vi]
+
+    with pytest.raises(ValueError, match="no schedule for block 'mystery'"):
+        wgmma.schedule_copies(s_tir.Schedule(stray))

@@ -4,7 +4,7 @@ the pass computes exactly the two-level sum (run on the CPU through LLVM), the e
 float32 simulation, and ptxas's report of the promoted kernels.
 
 The hashes in tests/data/long_k_cuda_sha256.json were taken at commit 9e24cce, before
-schedules/long_k.py existed. A later, intended change to a step's CUDA at those shapes fails
+schedules/long_k.py existed (step 14's re-taken when its fp32 fallback changed, 2026-11-25). A later, intended change to a step's CUDA at those shapes fails
 ``test_cuda_is_byte_identical_below_long_k``: re-take them with ``python -m tests.test_long_k``,
 which hashes every build with the pass switched off (the CUDA as it would be without it).
 """

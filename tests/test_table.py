@@ -51,6 +51,8 @@ def test_render_steps_and_reference_rows(tmp_path):
     # the final step against each reference, from the same run: 14000 / 7000 and / 10000
     assert "**Step 5 (fp32 on CUDA cores) against each reference**" in text
     assert "TVM dlight (default schedule) 2.00×" in text and "TVM MetaSchedule (128 trials) 1.40×" in text
+    # ... and against the step of its kind before it, same run: 14000 / 13000
+    assert "TVM MetaSchedule (128 trials) 1.40×; step 4 1.08×." in text
     assert table.MARK not in text  # nothing host-bound
 
 
@@ -64,11 +66,11 @@ def test_host_bound_numbers_carry_the_mark(tmp_path):
     # and so does a ratio of the final step against a host-bound reference (14000 / 7000), and
     # one of a host-bound step against a reference that is not (14000 / 10000)
     assert f"TVM dlight (default schedule) 2.00×{table.MARK}" in text
-    assert "TVM MetaSchedule (128 trials) 1.40×;" not in text and "TVM MetaSchedule (128 trials) 1.40×." in text
+    assert "TVM MetaSchedule (128 trials) 1.40×; step 4 1.08×." in text
     doc = json.loads(results.step_path(tmp_path, "NVIDIA H200", 5).read_text())
     doc["results"][0]["host_bound"] = True
     results.write_atomic(results.step_path(tmp_path, "NVIDIA H200", 5), doc)
-    assert f"TVM MetaSchedule (128 trials) 1.40×{table.MARK}." in table.render(tmp_path)
+    assert f"TVM MetaSchedule (128 trials) 1.40×{table.MARK}; step 4 1.08×{table.MARK}." in table.render(tmp_path)
 
 
 def test_results_saved_before_the_guard_show_no_pct_cublas(tmp_path):
@@ -192,3 +194,4 @@ def test_tf32_steps_and_expected_regressions_are_marked(tmp_path):
     assert "**Step 13 (TF32 on tensor cores) against each reference**" in text and "cuBLAS TF32 (reduced precision) 4.00×" in text
     assert "**Step 14 (fp32-accurate on tensor cores) against each reference**" in text
     assert "cuBLAS fp32 (TF32 off) 2.65×" in text
+    assert "MetaSchedule (128 trials) 5.30×." in text  # no step of its kind before it here

@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pytest
 import tvm
+from tvm.script import tirx as T
 
 import schedules
 from schedules import step14_3xtf32, tensor_intrin as ti
@@ -239,7 +240,7 @@ def test_split_happens_once_per_fragment_in_registers():
     # The split's inputs are fragment registers, loaded once from shared memory, never
     # shared memory itself (that would split per use).
     inputs = [(v, rhs) for v, rhs in re.findall(r"float (v_\w*) = (.+);", src)  # per register: x (for small),
-              if "buf_dyn_shmem" not in rhs]  # x (for big); not the NaN test's re-read of C (nan_fallback.py)
+              if "buf_dyn_shmem" not in rhs]  # x (for big); not the NaN test's re-read of C (fp32_fallback.py)
     assert len(inputs) == 2 * n
     assert all(re.match(r"[AB]_split_local_ptr(?:_\d+)?\[\d+\]", rhs) for _, rhs in inputs), inputs[:3]
     assert mask not in _source(13, (512, 512, 512))
@@ -269,7 +270,7 @@ def test_odd_shapes_predicate_loads_and_stores(step):
         else:
             assert "condval" in kernel
     whole = cli.kernel_only(_source(step.number, (512, 512, 512)))
-    whole = NAN_CHECK.sub("", whole)  # step 14's one branch: the NaN test after the store (nan_fallback.py)
+    whole = NAN_CHECK.sub("", whole)  # step 14's branches: the fp32 fallback's tests after the store (fp32_fallback.py)
     assert not re.search(r"\bif \(|condval", whole), "a predicate where the tiles divide"
 
 
@@ -741,25 +742,39 @@ def test_one_barrier_builds_where_the_loop_is_short_or_absent(shape):
         assert _k_loop_head(src)[1:3] == ["sync", "copy"]
 
 
-# --- the fp32 fallback for NaN outputs (schedules/nan_fallback.py) ---------------------------------
+# --- the fp32 fallback for NaN and tiny outputs (schedules/fp32_fallback.py) ----------------------
 
-NAN_CHECK = re.compile(r"if \(\(uint\)2139095040 < \(\(\*\(uint \*\)\(&\(v__\d+\)\)\) & \(uint\)2147483647\)\) \{")
+# One lane's test, in two halves: NaN (|x|'s bits above +inf's), or 0 < |x| < the tiny bound
+# (|x|'s bits - 1 below the bound's bits - 1, group 1).
+IS_NAN = re.compile(r"\(uint\)2139095040 < \(\(\*\(uint \*\)\(&\(v__\d+\)\)\) & \(uint\)2147483647\)")
+IS_TINY = re.compile(r"\(\(\(\*\(uint \*\)\(&\(v__\d+\)\)\) & \(uint\)2147483647\) - \(uint\)1\) < \(uint\)(\d+)")
+NAN_CHECK = re.compile(r"if \(+\(uint\)2139095040 < [^\n]*\{")  # a line that branches on the test
 C_STORE = re.compile(r"\*\((float\d?)\*\)\(C_ptr \+|C_ptr\[[^;]*\] = (?!fp32_fallback)")
 
 
 @pytest.mark.parametrize("shape", [(256, 256, 256), (100, 130, 70), (2048, 2048, 2048)], ids=_id)
-def test_step14_recomputes_its_nan_outputs_in_fp32(shape):
-    """After each store of C, a loop over the stored lanes reads each back from the shared tile
-    and tests it for NaN (by its bits); a NaN one is computed again, K serial fmaf of A's row and
-    B's column from global memory, and stored over it. 3xTF32 makes NaN wherever an infinity
-    reaches an output (small = inf - inf); fp32 there is +-inf (or NaN)."""
+def test_step14_recomputes_its_nan_and_tiny_outputs_in_fp32(shape):
+    """After each store of C, one test over the stored lanes (re-read from the shared tile): is any
+    NaN, or non-zero and under the tiny bound for this K? Where one is, a loop over the lanes tests
+    each and computes that output again, K serial fmaf of A's row and B's column from global
+    memory, stored over it. 3xTF32 makes NaN wherever an infinity reaches an output (small = inf
+    - inf), where fp32 has +-inf; and the tensor core truncates tiny sums by whole subnormal ulps."""
+    from schedules import fp32_fallback
+
     M, N, K = shape
     src = _source(14, shape)
     stores = [{"float4": 4, "float2": 2}.get(m.group(1), 1) for m in C_STORE.finditer(src)]
     lane_loops = [int(n) for n in re.findall(r"for \(int lane = 0; lane < (\d+); \+\+lane\)", src)]
     fallbacks = re.findall(rf"for \(int (k(?:_\d+)?) = 0; \1 < {K}; \+\+\1\) \{{\s*fp32_fallback_ptr\[0\] = "
                            rf"fmaf\(A_ptr\[[^;]*\], B_ptr\[\(\(k(?:_\d+)? \* {N}\) \+[^;]*\], fp32_fallback_ptr\[0\]\);", src)
-    assert stores and len(NAN_CHECK.findall(src)) == len(fallbacks) == len(stores)
+    assert stores and len(fallbacks) == len(stores)
+    # A vector store: one branch over all its lanes, then one per lane inside the loop; a scalar: one.
+    branches = sum(2 if n > 1 else 1 for n in stores)
+    assert len(NAN_CHECK.findall(src)) == branches
+    lane_tests = sum(n + 1 if n > 1 else 1 for n in stores)  # each lane once, and the loop's one
+    assert len(IS_NAN.findall(src)) == len(IS_TINY.findall(src)) == lane_tests
+    tiny_bits = int(np.float32(fp32_fallback.tiny_bound(K)).view(np.uint32))
+    assert {int(t) for t in IS_TINY.findall(src)} == {tiny_bits - 1}
     assert sorted(lane_loops) == sorted(n for n in stores if n > 1)  # one loop over each vector store's lanes
     assert src.count("] = fp32_fallback_ptr[0];") == len(stores)  # each writes C back
     # The hot loop is untouched: the same mma count as without the pass.
@@ -767,30 +782,74 @@ def test_step14_recomputes_its_nan_outputs_in_fp32(shape):
     assert src.count(MMA) == plain.count(MMA) and "fp32_fallback" not in plain
 
 
+@pytest.mark.parametrize("K, exponent", [(1, -122), (8, -122), (9, -121), (1024, -115), (4096, -113), (2**20, -105)])
+def test_the_tiny_bound_covers_the_truncations(K, exponent):
+    """3 * ceil(K / 8) truncations of at most 2^-149 each stay under 2^-25 of the bound."""
+    from schedules import fp32_fallback
+
+    bound = fp32_fallback.tiny_bound(K)
+    assert bound == 2.0 ** exponent
+    truncations = 3 * -(-K // 8)
+    assert truncations * 2.0 ** -149 <= 2.0 ** -25 * bound < 2 * truncations * 2.0 ** -149
+
+
+@T.prim_func
+def _classify(X: T.Buffer((12,), "float32"), Y: T.Buffer((12,), "int32")):
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    for i in range(12):
+        Y[i] = T.Cast("int32", X[i])  # replaced below by the pass's test of X[i]
+
+
+def test_the_fallback_test_on_values_either_side_of_each_bound():
+    """The pass's per-lane test, compiled for the CPU and run on fp32 values: NaN and tiny
+    non-zero values need fp32; infinities, zeros, the bound itself and ordinary values do not."""
+    from schedules import fp32_fallback
+
+    bound = fp32_fallback.tiny_bound(1024)
+    bits = int(np.float32(bound).view(np.uint32))
+
+    def visit(node):
+        if isinstance(node, tvm.tirx.BufferStore):  # Y[i] = int32(X[i])
+            test = fp32_fallback._needs_fp32(node.value.value, bits)
+            return tvm.tirx.BufferStore(node.buffer, tvm.tirx.Cast("int32", test), node.indices)
+        return None
+
+    from schedules import pipelines
+
+    func = _classify.with_body(pipelines.rewrite(_classify.body, visit))
+    lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    cases = [(np.nan, 1), (-np.nan, 1), (np.inf, 0), (-np.inf, 0), (0.0, 0), (-0.0, 0), (bound, 0), (-bound, 0),
+             (np.nextafter(np.float32(bound), np.float32(0)), 1), (-bound / 2, 1), (2.0 ** -149, 1), (1.0, 0)]
+    x = np.array([v for v, _ in cases], np.float32)
+    y = tvm.runtime.tensor(np.full(12, -1, np.int32))
+    lib["main"](tvm.runtime.tensor(x), y)
+    assert y.numpy().tolist() == [want for _, want in cases]
+
+
 def test_only_3xtf32_gets_the_fallback():
     assert not NAN_CHECK.search(_source(13, (256, 256, 256))) and not NAN_CHECK.search(_source(12, (256, 256, 256)))
-    assert getattr(step14_3xtf32, "NAN_FALLBACK", False)
+    assert getattr(step14_3xtf32, "FP32_FALLBACK", False)
 
 
 def test_the_fallback_reads_m_n_k_from_the_flat_sizes():
-    from schedules import nan_fallback
+    from schedules import fp32_fallback
 
     def flat(n, name):
         return tvm.tirx.decl_buffer((n,), "float32", name=name)
 
-    f = nan_fallback._Fallback(flat(100 * 70, "A"), flat(70 * 130, "B"), flat(100 * 130, "C"))
+    f = fp32_fallback._Fallback(flat(100 * 70, "A"), flat(70 * 130, "B"), flat(100 * 130, "C"))
     assert (f.M, f.N, f.K) == (100, 130, 70)
     with pytest.raises(ValueError, match="not M\\*K, K\\*N, M\\*N"):
-        nan_fallback._Fallback(flat(100 * 70, "A"), flat(71 * 130, "B"), flat(100 * 130, "C"))
+        fp32_fallback._Fallback(flat(100 * 70, "A"), flat(71 * 130, "B"), flat(100 * 130, "C"))
 
 
 def test_pipelines_compose_the_device_passes():
-    from schedules import nan_fallback, one_barrier, pipelines
+    from schedules import fp32_fallback, one_barrier, pipelines
 
     assert pipelines.with_device_passes() == "default"
-    name = pipelines.with_device_passes(one_barrier.single_barrier_pass, nan_fallback.nan_fallback_pass)
-    assert name == "matmul_ladder:SingleBarrierPerSlice+Fp32FallbackForNaN"
-    assert name == pipelines.with_device_passes(one_barrier.single_barrier_pass, nan_fallback.nan_fallback_pass)
+    name = pipelines.with_device_passes(one_barrier.single_barrier_pass, fp32_fallback.fp32_fallback_pass)
+    assert name == "matmul_ladder:SingleBarrierPerSlice+Fp32Fallback"
+    assert name == pipelines.with_device_passes(one_barrier.single_barrier_pass, fp32_fallback.fp32_fallback_pass)
     # step 14 at one barrier per slice runs both passes (its k loop, with the promote in it, is not
     # one the barrier pass rewrites; step 13's is: test_one_barrier_per_slice_reorders_the_k_loop)
     cfg = dataclasses.replace(schedules.get_step(14).default_config(2048, 2048, 2048), barriers=1)

@@ -5,7 +5,7 @@
 Pairs, each built twice in this process and timed in alternating rounds (the order flipped
 every round), on the harness's method (CUDA events, warm-up, medians):
 
-- step 14 with the NaN fallback pass (schedules/nan_fallback.py) against TVM's default pipeline;
+- step 14 with the fp32 fallback pass (schedules/fp32_fallback.py) against TVM's default pipeline;
 - steps 11, 13 and 14 compiled with ``--ftz=false`` (schedules/nvrtc.py) against TVM's fast
   math alone. ``CUDA_CACHE_DISABLE=1`` is required: the driver's compute cache would hand the
   second build of a source the first one's SASS (schedules/nvrtc.py says why).
@@ -60,6 +60,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096])
     p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--only", choices=("fallback", "ftz"), default=None, help="one kind of pair (default: both)")
     args = p.parse_args()
     if os.environ.get("CUDA_CACHE_DISABLE") != "1":
         print("fp32_ab.py: error: set CUDA_CACHE_DISABLE=1 (the two builds of a pair must not share SASS)",
@@ -67,8 +68,11 @@ def main() -> int:
         return 2
     runner = harness.KernelRunner(repeat=20, seed=5, isolate=False)
     for n in args.sizes:
-        pairs = [("step14: NaN fallback vs none", build(14, n), build(14, n, fallback=False))]
-        pairs += [(f"step{s}: --ftz=false vs fast math", build(s, n), build(s, n, ftz_false=False)) for s in (11, 13, 14)]
+        pairs = []
+        if args.only in (None, "fallback"):
+            pairs += [("step14: fp32 fallback vs none", build(14, n), build(14, n, fallback=False))]
+        if args.only in (None, "ftz"):
+            pairs += [(f"step{s}: --ftz=false vs fast math", build(s, n), build(s, n, ftz_false=False)) for s in (11, 13, 14)]
         for name, new, old in pairs:
             print(json.dumps({"pair": name, "n": n, **alternate(new, old, n, args.rounds)}), flush=True)
     return 0

@@ -64,7 +64,7 @@ THREADS = (64, 128, 256, 384, 512)  # fewer starve the SM of warps; more leave <
 # two consumer warpgroups, wgmma's n from 64 to 256), the TMA ring's depth, the raster group.
 HOPPER_STAGES = (
     ("tile", {"block_m": (64, 128, 192, 256), "block_n": (64, 128, 192, 256)}),
-    ("pipeline", {"stages": (2, 3, 4, 5, 6)}),
+    ("pipeline", {"stages": (2, 3, 4, 5, 6), "promote": (1, 2, 4)}),  # promote: step 19's
     ("details", {"raster": (1, 4, 8, 16)}),
 )
 MIN_BLOCKS = 64  # fewer thread blocks than half of an H100's 132 SMs: not worth timing

@@ -143,7 +143,8 @@ KINDS = (
 
 
 def final_step_versus_references(docs: list[dict], ref_doc: dict | None, sizes) -> str:
-    """'Step N (kind) against each reference (same run): ...' per kind of step, or ''."""
+    """'Step N (kind) against each reference (same run): ...' per kind of step, and against the step
+    of its kind before it, or ''."""
     lines = []
     for kind, is_kind, keys in KINDS:
         of_kind = [d for d in docs if is_kind(d)]
@@ -163,6 +164,18 @@ def final_step_versus_references(docs: list[dict], ref_doc: dict | None, sizes) 
                 ratios.append(f"{mine['gflops'] / theirs['gflops']:.2f}×" + (MARK if bound else "")
                               if mine and theirs else "–")
             parts.append(f"{_label(entry)} {' / '.join(ratios)}")
+        # And the step of the same kind before it (step 19 against step 14: one fp32-accurate
+        # rung against the other, where "x prior" compares it with TF32).
+        earlier = [d for d in of_kind if d["step"] < final["step"]]
+        if earlier:
+            before = max(earlier, key=lambda d: d["step"])
+            ratios = []
+            for s in sizes:
+                mine, theirs = results.row_for(final, *s), results.row_for(before, *s)
+                bound = any(row and row.get("host_bound") for row in (mine, theirs))
+                ratios.append(f"{mine['gflops'] / theirs['gflops']:.2f}×" + (MARK if bound else "")
+                              if mine and theirs else "–")
+            parts.append(f"step {before['step']} {' / '.join(ratios)}")
         if parts:
             lines.append(f"**Step {final['step']} ({kind}) against each reference** (same run; at "
                          f"{', '.join(_size_name(s) for s in sizes)}): " + "; ".join(parts) + ".")

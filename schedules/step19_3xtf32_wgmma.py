@@ -1,0 +1,129 @@
+"""Step 19 — 3xTF32 on wgmma: fp32 accuracy at Hopper's tensor-core rate.
+
+Idea: step 14's arithmetic on step 18's pipeline. Each operand x is big = tf32(x) plus small =
+x - big, and x*y ~ small_x*big_y + big_x*small_y + big_x*big_y: three TF32 products with fp32's
+accuracy (docs/tensor-cores.md). Step 18 computes C^T = B^T A^T, B^T from registers and A from
+shared memory, so the split falls into two places:
+- **B^T, in registers.** Each consumer thread masks its fragment registers as it loads them
+  (big = x & 0xFFFFE000, small = x - big): 16 of each per 32-k slice.
+- **A, once per shared tile.** wgmma reads A's tile from shared memory, and reads an fp32 value
+  as TF32 by dropping its low 13 bits: the tile TMA writes is already A's big half. Its small
+  half must be a tile of its own, which the producer warpgroup writes: warp 0 issues the TMA
+  loads as in step 16, warps 1-3 wait for each stage, write A - tf32(A) beside it in the same
+  swizzled positions (an elementwise map keeps the swizzle), fence the generic proxy against
+  wgmma's async one, and arrive on a third barrier per stage, "ready", which the consumers wait
+  on. One split per element of A per block, not per warp that reads it (step 14 splits each
+  fragment in every warp).
+- **Promotion.** The tensor core truncates the sum it adds each product into (step 14's
+  docstring); accumulating all of K on it costs an error linear in K. Each consumer keeps a
+  second accumulator: every `promote` slices, it waits for its wgmma (wait_group 0), adds the
+  accumulator into the total in fp32 (round to nearest), and the next slice's first wgmma
+  restarts it (scale-d false). The total is 64 more registers a thread, so the tile is 128 x
+  128 (wgmma m64n128k8, two consumers), not step 18's 256 x 128. Where K is long enough that
+  the total would add more than 1024 chunk sums (K over 32768 at promote 1), it is added into C
+  every 512 chunks instead (schedules/long_k.py's reason).
+- **fp32's special values.** An infinite x splits into inf and NaN, and subnormal sums are
+  truncated by whole units: each thread tests what it stores and recomputes NaN and tiny
+  outputs with serial FFMA (schedules/fp32_fallback.py's test, here written into the kernel).
+
+Prediction. Shared memory per stage (32 k): TMA writes 32 KB, the split reads 16 and writes 16,
+the fragment loads read 16, and wgmma reads its shared operand 24 times (4 KB each), 96 KB: 176
+KB per 1,540 cycles of tensor work at full rate, 114 B/cycle of the SM's 128. So the tensor pipe
+can run near full only if nothing else waits; 93 TFLOP/s (the issue's bar, 1.8x cuBLAS SGEMM)
+needs 56% of the TF32 peak for three products, 120 (its aim) 73%.
+
+Measured (H100 80GB HBM3, 2026-11-25, probe runs in one process, 3 alternating rounds with step
+14, step 18 and cuBLAS SGEMM; kernel time):
+- first version, one producer thread both refilling the ring and (with its warpgroup) splitting
+  A: 64.0 / 63.0 TFLOP/s at 4096^3 / 2048^3. The thread that refilled waited for the slice
+  before the current one to be freed, and consumers free it only when they promote, so every
+  other slice the split of the next stage waited for the consumers to finish this one. Promote 1
+  (every slice freed at once) ran 88.7.
+- warp 0 loads, warps 1-3 split: 81.6 / 78.3; Nsight Compute: tensor pipe active 51%, warps
+  waiting mostly on long scoreboard (the "ready" barrier). The split was one scalar load and
+  store per loop trip, and the compiler moves no load past the PTX store (its "memory" clobber):
+  each of the 43 trips per stage waited out a shared load, about the time of the stage's wgmma.
+- float4, four loads in flight before their stores: 126.1 / 116.7 at promote 2, 126.7 / 115.5
+  at promote 1, 122.4 / 113.3 at promote 4, 108.1 at 3 stages; cuBLAS SGEMM 51.7 / 50.5: 2.44x
+  / 2.31x at promote 2, past the issue's bars (1.8x / 1.6x) and at its aim (2.3x, ~120). Nsight
+  Compute (4096^3, promote 2): tensor pipe active 92.3% (sm__pipe_tensor_op_hmma_cycles_active),
+  1.00 ms; per issued instruction a warp waits 11.7 cycles, mostly on the barrier (2.2:
+  wgmma.fence's warpgroup sync and the consumers' drains), long scoreboard (2.1: the mbarrier
+  waits), fixed latency (1.5) and short scoreboard (1.2: the fragment loads); 3 warps per
+  scheduler (one block of 384 threads per SM).
+- promote: 1, 2 and 4 run within 1-3% of each other (the two consumers drain together, and the
+  producer and the other warps hide it), with errors 5.5e-7, 7.5e-7 and 1.2e-6 at 4096^3
+  (cuBLAS SGEMM 1.15e-6): promote 1 is the default. In 6 alternating rounds (tools/
+  step19_probe.py), promote 2 ran 1.01x / 1.04x promote 1 at 4096 / 2048 (121.7 / 117.6 against
+  120.2 / 113.2), raster 4 0.98x / 1.02x: the accuracy is worth more than that.
+- Nsight Compute at the default (4096^3, promote 1, results/nvidia-h100-80gb-hbm3/
+  ncu_step19_4096.txt): tensor pipe active 90.4% of cycles, 1.02 ms; per issued instruction a
+  warp waits 9.3 cycles: barrier 2.1 (wgmma.fence's warpgroup sync, the drain per slice), short
+  scoreboard 1.5 (the fragment loads), long scoreboard 1.4 (mbarrier waits), fixed latency 1.3.
+- the sweep (python -m steps.sweep --step 19 --sizes 2048 4096 --top 2, results/
+  nvidia-h100-80gb-hbm3/sweep_hopper.txt): 128 x 128 tiles 126 TFLOP/s against 86-94 for the
+  64-wide ones, 4 stages against 104-120 for 2 and 3; raster and promote within the sweep's
+  single timings (114-133).
+- the committed ladder run (2026-11-25, promote 1, ``--save``, every step and reference in one
+  run): 14.0 / 63.3 / 117.5 / 125.4 TFLOP/s at 512 / 1024 / 2048 / 4096, 0.66x / 1.65x / 2.34x /
+  2.43x cuBLAS SGEMM (21.2 / 38.5 / 50.3 / 51.7) and 0.64x / 1.13x / 1.76x / 1.77x step 14 (21.8 /
+  55.9 / 66.8 / 70.7). At 512 there are 16 blocks for 132 SMs, and step 14 stays the faster
+  fp32-accurate kernel there.
+- error against float64: 7.4-7.5e-7 at 256^3 to 4096^3 and 6.7-7.4e-7 on 1000 x 1500 x 700,
+  1 x 300 x 77, 257 x 129 x 95, 4097 x 33 x 1001 (promote 2); 9.4e-7 at 256 x 256 x 65536. Every
+  class of python -m steps.special within the contract (2x SGEMM or 1e-6), with SGEMM's
+  non-finite pattern; the limit class (operands near 2^-120) 1.6e-5, as step 14 (TF32's range).
+
+Where its error differs from SGEMM's, and why (python -m steps.special, 2026-11-25, 1024^3 unless
+said): on data near 1 at any scale 5.2e-7 against SGEMM's 5.7e-7, the same as step 14's: per
+k, the three products carry x and y to within 2^-21 (big is x truncated to TF32; small, x - big,
+has up to 13 bits of which the tensor core reads 11), and each tensor-core sum truncates, but
+the fp32 total is rounded to nearest every slice (promote 1), where SGEMM's serial FFMA
+accumulates 1024 roundings. At K = 2^16 (16 x 16) 6.7e-7 against 4.9e-7: 2048 promotions into
+one fp32 total, a sum of 2048 rounded terms where cuBLAS splits K; at 2^20 6.5e-7 against
+1.1e-6 (the total goes into C every 512 chunks). With fp32's largest value in a column of A,
+4.7e-7 against 2.3e-8: there one product dominates each output, and SGEMM's FFMA computes it
+exactly, where the split drops up to two bits of each small half (2^-22 of the value): the
+error is the representation of x and y, not the sum. Operands near 2^-120 times 2^100 (a limit
+class, not held to the bar): 1.5e-5, as step 14, since TF32's smallest subnormal, 2^-136,
+leaves a small half near 2^-131 five bits.
+
+Limits: the tile is 128 x 128 because the total needs registers, so at 512 and 1024 there are
+16 and 64 blocks for 132 SMs. A stagger of the two consumers' promotions (so they do not drain
+together) was tried: the branch on the warpgroup inside the loop made ptxas serialize every
+wgmma (warning C7518), in two copies of the loop as well.
+
+Run: python -m steps.step19
+"""
+
+from __future__ import annotations
+
+from . import wgmma
+from .config import Wgmma3xTF32Config
+
+NUMBER = 19
+TENSOR_CORES = True
+NAME = "3xTF32 on wgmma"
+IDEA = ("step 14's three TF32 products on step 18's pipeline: A's small half written once per shared tile "
+        "by the producer, B^T's split in registers, promoted to an fp32 total")
+PRECISION = "fp32"
+ARCH = "sm_90a"
+Config = Wgmma3xTF32Config
+PASS_CONFIG: dict = {}
+# Three products where step 18 issues one: slower than its TF32 prior by design, for fp32 accuracy.
+EXPECTED_REGRESSION = dict.fromkeys(
+    (512, 1024, 2048, 4096),
+    "3xTF32 issues three TF32 products per product, and its tile is 128 x 128 (the fp32 total needs "
+    "registers): slower than TF32 by design, for fp32 accuracy (its peers are cuBLAS strict fp32 and step 14)",
+)
+
+
+def default_config(M: int, N: int, K: int) -> Wgmma3xTF32Config:
+    return Wgmma3xTF32Config()
+
+
+schedule_copies = wgmma.schedule_copies
+
+
+def kernel(M: int, N: int, K: int, cfg: Wgmma3xTF32Config):
+    return wgmma.computation(M, N, K, cfg)
