@@ -14,6 +14,13 @@ shared memory, so the split falls into two places:
   wgmma's async one, and arrive on a third barrier per stage, "ready", which the consumers wait
   on. One split per element of A per block, not per warp that reads it (step 14 splits each
   fragment in every warp).
+- **Why both places, not one design or the other.** wgmma takes at most one operand from
+  registers. Step 18 already gives that place to B^T (its register layout is what spares B a
+  transposed copy), so B's split is free there, and A, the shared operand, can only be split in
+  shared memory: a transform stage for A and register A for B are not two designs to choose
+  between here but the two halves of one. The alternative, B^T from shared memory too (a
+  transposed copy and both operands' halves written by the producer, step 17's ss form), would
+  bring back the copy step 18 removed and double the producer's writes; it was not built.
 - **Promotion.** The tensor core truncates the sum it adds each product into (step 14's
   docstring); accumulating all of K on it costs an error linear in K. Each consumer keeps a
   second accumulator: every `promote` slices, it waits for its wgmma (wait_group 0), adds the

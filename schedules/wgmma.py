@@ -303,9 +303,11 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
                     total[i * 4 + 2 * h + c] = T.float32(0)
 
     @T.macro
-    def consume_split(smem, acc, total, frag, descA, descB, C, stagger, m0, n0, wg, warp, lane):
-        # A consumer's slices: chunks of `promote` slices (the first `promote - stagger` long),
-        # each summed on the tensor core from zero and added to the total in fp32.
+    def consume_split(smem, acc, total, frag, descA, descB, C, m0, n0, wg, warp, lane):
+        # A consumer's slices: chunks of `promote` slices, each summed on the tensor core from
+        # zero and added to the total in fp32. Both consumers promote at the same slices: a
+        # branch on the warpgroup here (to stagger them), even as two copies of this loop, made
+        # ptxas serialize every wgmma (warning C7518).
         for kt2 in T.serial(_ceil(KT, 2)):
             for p in T.unroll(2):
                 if kt2 * 2 + p < KT:
@@ -314,9 +316,9 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
                     T.cuda.mbarrier_wait(T.address_of(smem[ready_bar((kt2 * 2 + p) % stages)]),
                                          ((kt2 * 2 + p) // stages) & 1)
                     multiply_split(smem, acc, frag, descA, descB, (kt2 * 2 + p) % stages, p,
-                                   (kt2 * 2 + p + stagger) % promote == 0,
+                                   (kt2 * 2 + p) % promote == 0,
                                    wg, warp, lane)
-                    if ((kt2 * 2 + p + stagger + 1) % promote == 0
+                    if ((kt2 * 2 + p + 1) % promote == 0
                             or kt2 * 2 + p == KT - 1):
                         # The chunk's last slice: wait for its wgmma, add the
                         # chunk's sum to the total in fp32 (round to nearest).
@@ -325,18 +327,18 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
                             T.cuda.wgmma.noop_barrier(acc[i])
                             total[i] = total[i] + acc[i]
                         if flush:
-                            if ((kt2 * 2 + p + stagger) // promote + 1) % FLUSH_CHUNKS == 0 \
+                            if ((kt2 * 2 + p) // promote + 1) % FLUSH_CHUNKS == 0 \
                                     and kt2 * 2 + p != KT - 1:
-                                flush_partial(C, total, (kt2 * 2 + p + stagger) // promote + 1,
+                                flush_partial(C, total, (kt2 * 2 + p) // promote + 1,
                                               m0, n0, wg, warp, lane)
-                        if kt2 * 2 + p > 0 and (kt2 * 2 + p + stagger) % promote != 0:
+                        if kt2 * 2 + p > 0 and (kt2 * 2 + p) % promote != 0:
                             T.ptx.mbarrier.arrive.shared.b64(
                                 T.address_of(smem[empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
                         T.ptx.mbarrier.arrive.shared.b64(
                             T.address_of(smem[empty_bar((kt2 * 2 + p) % stages)]), T.uint32(1))
                     else:
                         T.ptx.wgmma.wait_group.sync.aligned(1)
-                        if kt2 * 2 + p > 0 and (kt2 * 2 + p + stagger) % promote != 0:
+                        if kt2 * 2 + p > 0 and (kt2 * 2 + p) % promote != 0:
                             T.ptx.mbarrier.arrive.shared.b64(
                                 T.address_of(smem[empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
 
@@ -400,10 +402,7 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
                                 acc[i] = T.float32(0)
                                 total[i] = T.float32(0)
                                 T.cuda.wgmma.noop_barrier(acc[i])
-                            # (Both consumers promote at the same slices: chunks of the second
-                            # starting later, in a second copy of the loop, made ptxas serialize
-                            # the wgmma of both, warning C7518.)
-                            consume_split(smem, acc, total, frag, descA, descB, C, 0, m0, n0, wg, warp, lane)
+                            consume_split(smem, acc, total, frag, descA, descB, C, m0, n0, wg, warp, lane)
                             store_split(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane)
                         else:
                             T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
