@@ -22,7 +22,7 @@ import tvm
 from tvm import s_tir
 from tvm.target import Target
 
-from . import long_k, fp32_fallback, nvrtc, one_barrier, padding, pipelines
+from . import fp32_fallback, long_k, nvrtc, one_barrier, padding, pipelines, wgmma
 from .config import ConfigError, check_sizes
 from .matmul import matmul
 from .transforms import hoist_init
@@ -93,7 +93,7 @@ class Step:
             # after the copies its operands need (B transposed, rows padded for TMA), which are
             # plain blocks scheduled here.
             sch = s_tir.Schedule(kernel(M, N, K, cfg))
-            self.module.schedule_copies(sch)
+            wgmma.schedule_copies(sch)
             return sch
         # Any shape (schedules/padding.py): narrow `vector` where N or K breaks its alignment,
         # pad to whole tiles, let the step schedule the padded block, then inline the padding.

@@ -124,6 +124,11 @@ def tiny_bound(K: int) -> float:
     return 2.0 ** ((truncations - 1).bit_length() - 124)
 
 
+def tiny_bound_bits(K: int) -> int:
+    """tiny_bound(K) as fp32 bits: what a kernel compares |x|'s bits with."""
+    return int(np.float32(tiny_bound(K)).view(np.uint32))
+
+
 def _magnitude_bits(x):
     """|x|'s bits as an unsigned integer: ordered as |x| is, NaN above +inf (0x7F800000). Read
     from the bits, a test no compiler flag can fold away, as it may fold x != x."""
@@ -170,7 +175,7 @@ def add_fallback(body):
         return body
     output = buffers[_OUTPUT]
     fallback = _Fallback(buffers[_LEFT], buffers[_RIGHT], output)
-    tiny_bits = int(np.float32(tiny_bound(fallback.K)).view(np.uint32))
+    tiny_bits = tiny_bound_bits(fallback.K)
 
     def visit(node):
         if isinstance(node, tirx.BufferStore) and node.buffer.same_as(output):

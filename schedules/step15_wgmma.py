@@ -66,8 +66,5 @@ def default_config(M: int, N: int, K: int) -> WgmmaConfig:
     return WgmmaConfig()
 
 
-schedule_copies = wgmma.schedule_copies
-
-
 def kernel(M: int, N: int, K: int, cfg: WgmmaConfig):
     return wgmma.computation(M, N, K, cfg)

@@ -43,8 +43,5 @@ def default_config(M: int, N: int, K: int) -> WgmmaPipelineConfig:
     return WgmmaPipelineConfig()
 
 
-schedule_copies = wgmma.schedule_copies
-
-
 def kernel(M: int, N: int, K: int, cfg: WgmmaPipelineConfig):
     return wgmma.computation(M, N, K, cfg)

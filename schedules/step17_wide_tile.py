@@ -42,8 +42,5 @@ def default_config(M: int, N: int, K: int) -> WgmmaPipelineConfig:
     return WgmmaPipelineConfig(block_n=256)
 
 
-schedule_copies = wgmma.schedule_copies
-
-
 def kernel(M: int, N: int, K: int, cfg: WgmmaPipelineConfig):
     return wgmma.computation(M, N, K, cfg)

@@ -70,8 +70,5 @@ def default_config(M: int, N: int, K: int) -> WgmmaRegisterAConfig:
     return WgmmaRegisterAConfig()
 
 
-schedule_copies = wgmma.schedule_copies
-
-
 def kernel(M: int, N: int, K: int, cfg: WgmmaRegisterAConfig):
     return wgmma.computation(M, N, K, cfg)

@@ -129,8 +129,5 @@ def default_config(M: int, N: int, K: int) -> Wgmma3xTF32Config:
     return Wgmma3xTF32Config()
 
 
-schedule_copies = wgmma.schedule_copies
-
-
 def kernel(M: int, N: int, K: int, cfg: Wgmma3xTF32Config):
     return wgmma.computation(M, N, K, cfg)

@@ -45,8 +45,6 @@ written with its threads.
 
 from __future__ import annotations
 
-import struct
-
 import tvm
 from tvm.script import tirx as T
 
@@ -122,7 +120,7 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
     group = min(cfg.raster, tm)
     mma = f"wgmma.mma_async.sync.aligned.m64n{wg_n}k8.f32.tf32.tf32"
     tx_bytes = 4 * (A_fl + B_fl)
-    tiny_bits = int.from_bytes(struct.pack("<f", fp32_fallback.tiny_bound(K)), "little")
+    tiny_bits = fp32_fallback.tiny_bound_bits(K)
     # Each consumer's chunks of `promote` slices start `promote / consumers` slices apart, so one
     # drains its wgmma to promote while the other's keep the tensor core busy.
     flush = split and KT > 2 * promote * FLUSH_CHUNKS
@@ -157,6 +155,16 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
         k = kk * WG_K + lane % 4 + 4 * (r // 2)
         nn = n % 32
         return s * stage_fl + A_fl + (n // 32) * (BK * 32) + k * 32 + (((nn // 4) ^ (k % 8)) * 4) + nn % 4
+
+    def c_row(m0, i, c, lane):
+        """Register A: the row of C (a column of C^T) that accumulator register 4i + 2h + c of
+        this thread holds: column 8i + 2 (lane % 4) + c of the warpgroup's 64 x n tile."""
+        return m0 + i * 8 + (lane % 4) * 2 + c
+
+    def c_col(n0, h, wg, warp, lane):
+        """Register A: the column of C (a row of C^T) of accumulator register 4i + 2h + c: row
+        16 warp + lane / 4 + 8h of the warpgroup's 64 x n tile."""
+        return n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h
 
     @T.macro
     def load_stage(smem, A_map, B_map, kt, s, m0, n0):
@@ -201,10 +209,8 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
             for h in T.unroll(2):
                 for c in T.unroll(2):
                     if register_a:
-                        if (m0 + i * 8 + (lane % 4) * 2 + c < M
-                                and n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h < N):
-                            C[m0 + i * 8 + (lane % 4) * 2 + c,
-                              n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h] = acc[i * 4 + 2 * h + c]
+                        if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
+                            C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = acc[i * 4 + 2 * h + c]
                     else:
                         if (m0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h < M
                                 and n0 + i * 8 + (lane % 4) * 2 + c < N):
@@ -265,29 +271,25 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
         for i in T.unroll(acc_n // 4):
             for h in T.unroll(2):
                 for c in T.unroll(2):
-                    if (m0 + i * 8 + (lane % 4) * 2 + c < M
-                            and n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h < N):
+                    if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
                         if flush:
                             total[i * 4 + 2 * h + c] = total[i * 4 + 2 * h + c] + C[
-                                m0 + i * 8 + (lane % 4) * 2 + c, n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h]
-                        C[m0 + i * 8 + (lane % 4) * 2 + c,
-                          n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h] = total[i * 4 + 2 * h + c]
+                                c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)]
+                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[i * 4 + 2 * h + c]
                         flag[0] = flag[0] | T.Cast("int32", fp32_fallback._needs_fp32(total[i * 4 + 2 * h + c], tiny_bits))
         if flag[0] != 0:
             # Rare: one loop over this thread's outputs, re-read from C (registers cannot be
             # indexed by a loop variable without going to the stack).
             for j in T.serial(acc_n):
-                if (m0 + j // 4 * 8 + (lane % 4) * 2 + j % 2 < M
-                        and n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * (j // 2 % 2) < N):
-                    if fp32_fallback._needs_fp32(C[m0 + j // 4 * 8 + (lane % 4) * 2 + j % 2,
-                                                   n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * (j // 2 % 2)], tiny_bits):
+                if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
+                    if fp32_fallback._needs_fp32(C[c_row(m0, j // 4, j % 2, lane),
+                                                   c_col(n0, j // 2 % 2, wg, warp, lane)], tiny_bits):
                         fallback[0] = T.float32(0)
                         for k in T.serial(K):
                             fallback[0] = T.call_pure_extern(
-                                "float32", "fmaf", A_op[m0 + j // 4 * 8 + (lane % 4) * 2 + j % 2, k],
-                                B_op[k, n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * (j // 2 % 2)], fallback[0])
-                        C[m0 + j // 4 * 8 + (lane % 4) * 2 + j % 2,
-                          n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * (j // 2 % 2)] = fallback[0]
+                                "float32", "fmaf", A_op[c_row(m0, j // 4, j % 2, lane), k],
+                                B_op[k, c_col(n0, j // 2 % 2, wg, warp, lane)], fallback[0])
+                        C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
 
     @T.macro
     def flush_partial(C, total, chunk, m0, n0, wg, warp, lane):
@@ -295,11 +297,10 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
         for i in T.unroll(acc_n // 4):
             for h in T.unroll(2):
                 for c in T.unroll(2):
-                    if (m0 + i * 8 + (lane % 4) * 2 + c < M
-                            and n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h < N):
-                        C[m0 + i * 8 + (lane % 4) * 2 + c, n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h] = total[
+                    if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
+                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[
                             i * 4 + 2 * h + c] + T.if_then_else(chunk == FLUSH_CHUNKS, T.float32(0), C[
-                                m0 + i * 8 + (lane % 4) * 2 + c, n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h])
+                                c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)])
                     total[i * 4 + 2 * h + c] = T.float32(0)
 
     @T.macro

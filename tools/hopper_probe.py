@@ -5,6 +5,7 @@ import json, os, sys, time
 import numpy as np
 import schedules
 from schedules.config import WgmmaConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig
+from steps import results
 from steps.measure import harness
 
 OUT = os.environ.get("OUT", "/tmp")
@@ -50,4 +51,4 @@ for shape in [(512, 512, 512), (1000, 777, 1001), (1, 1, 1), (7, 4096, 13), (409
             log(dict(cfg=k, shape=shape, err=runner.check(build(c, *shape)["main"], *shape)))
         except Exception as exc:
             log(dict(cfg=k, shape=shape, fail=repr(exc)[:300]))
-json.dump(rows, open(os.path.join(OUT, "hopper_probe.json"), "w"), indent=1)
+open(os.path.join(OUT, "hopper_probe.json"), "w").write(results.dumps(rows))

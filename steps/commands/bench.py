@@ -548,7 +548,7 @@ def save(doc: dict, results_dir: Path) -> None:
 
     shapes.validate(doc)
     gpu_dir = Path(results_dir) / results.gpu_slug(doc["environment"]["gpu"])
-    results.write_text_atomic(gpu_dir / shapes.JSON_NAME, shapes.dumps(doc))
+    results.write_json_atomic(gpu_dir / shapes.JSON_NAME, doc)
     print(f"saved {gpu_dir / shapes.JSON_NAME}")
     results.write_text_atomic(gpu_dir / shapes.CSV_NAME, shapes.shapes_csv(doc))
     print(f"saved {gpu_dir / shapes.CSV_NAME}")

@@ -186,13 +186,5 @@ def shapes_csv(doc: dict) -> str:
     return out.getvalue()
 
 
-def dumps(doc: dict) -> str:
-    """The document as JSON, one line per result row: a third of the size of indent=2 for a
-    file the repository keeps, and still one diff line per changed measurement."""
-    head = json.dumps({k: v for k, v in doc.items() if k != "results"}, indent=2)
-    rows = ",\n".join("    " + json.dumps(r) for r in doc["results"])
-    return head[:-2] + ',\n  "results": [\n' + rows + "\n  ]\n}\n"
-
-
 def _num(value) -> str:
     return "" if value is None else f"{value:.6g}"
