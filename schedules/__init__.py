@@ -22,9 +22,11 @@ import tvm
 from tvm import s_tir
 from tvm.target import Target
 
-from . import fp32_fallback, long_k, nvrtc, one_barrier, padding, pipelines, wgmma
+from . import dispatch, fp32_fallback, long_k, nvrtc, one_barrier, padding, pipelines, wgmma
 from .config import ConfigError, check_sizes
-from .matmul import matmul
+from .dispatch import Choice
+from . import epilogue as epilogue_
+from .matmul import matmul, matmul_epilogue
 from .transforms import hoist_init
 
 # Before anything is built or loaded: TVM's NVRTC compile needs headers, and a machine with a
@@ -33,7 +35,7 @@ from .transforms import hoist_init
 nvrtc.use_wheel_headers()
 nvrtc.keep_subnormals()
 
-__all__ = ["STEPS", "Step", "ConfigError", "get_step", "build", "target", "VALID_ARCHS"]
+__all__ = ["STEPS", "Step", "ConfigError", "get_step", "build", "target", "VALID_ARCHS", "fastest", "Choice"]
 
 VALID_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 # Steps 15 on use Hopper's own instructions (wgmma, setmaxnreg: sm_90a). A Hopper GPU reports
@@ -79,9 +81,42 @@ class Step:
                               f"it cannot be built for {arch}")
         return self.arch or arch
 
-    def schedule(self, M: int, N: int, K: int, config=None) -> s_tir.Schedule:
-        """Schedule the base matmul for M x N x K; raises ConfigError before touching IR."""
+    @property
+    def schedules_a_block(self) -> bool:
+        """Whether the step is a schedule of the base matmul's TensorIR block (steps 1-13), not
+        a computation of its own (14's split operands) or a kernel written out (15-19)."""
+        return getattr(self.module, "kernel", None) is None and getattr(self.module, "computation", None) is None
+
+    def builds_in_model(self, M: int, N: int, K: int) -> bool:
+        """Whether the step's kernel at M x N x K builds inside a model: one TIR pipeline lowers
+        all of a model's functions, so a kernel that needs a lowering pass of the ladder's own
+        (``device_passes``: step 14's fp32 fallback, step 11's long-K promotion) cannot."""
+        try:
+            return not device_passes(self, self.default_config(M, N, K), K)
+        except ConfigError:
+            return False
+
+    def schedule_block(self, sch: s_tir.Schedule, block, pads, staged, cfg, N: int):
+        """The step's schedule of compute block `block` in `sch` (its padding `pads` already
+        written as blocks, padding.Padding), then the pads folded into the copies: what
+        ``schedule`` does once it has the blocks (the dlight rule calls it on a model's
+        function, schedules/ladder_rule.py). Returns the step's Tiles."""
+        tiles = self.module.apply(sch, cfg, block)
+        hoist_init(sch, tiles)
+        pads = padding.stage_padding(sch, pads, staged, N)
+        padding.inline_padding(sch, pads, tiles.block, tiles.thread_j)
+        return tiles
+
+    def schedule(self, M: int, N: int, K: int, config=None, epilogue=None, fused: bool = True) -> s_tir.Schedule:
+        """Schedule the base matmul for M x N x K; raises ConfigError before touching IR.
+
+        `epilogue` (an epilogue.Epilogue): the kernel computes D = act(alpha * A @ B + bias +
+        beta * C_in) instead, folded into the step's store (schedules/epilogue.py), or with
+        `fused` False as a kernel of its own after the product (what fusing is measured against)."""
         check_sizes(M, N, K)
+        if epilogue is not None and not self.schedules_a_block:
+            raise ConfigError(f"step {self.number} has no fused epilogue: it is written for steps that schedule "
+                              "the base matmul (1-13)")
         cfg = self.default_config(M, N, K) if config is None else config
         # Exact type: later steps' configs subclass earlier ones but mean more (e.g. thread_m).
         if type(cfg) is not self.Config:
@@ -104,7 +139,7 @@ class Step:
         cfg = padding.effective_config(cfg, M, N, K)
         computation = getattr(self.module, "computation", None)
         if computation is None:
-            sch = s_tir.Schedule(matmul(M, N, K))
+            sch = s_tir.Schedule(matmul(M, N, K) if epilogue is None else matmul_epilogue(M, N, K, epilogue))
             block = sch.get_sblock("C")
             pads = padding.pad_to_tiles(sch, block, cfg, M, N, K)
         else:
@@ -113,10 +148,12 @@ class Step:
             sch = s_tir.Schedule(computation(M, N, K, cfg))
             block = sch.get_sblock("C")
             pads = padding.named_pads(sch)
-        tiles = self.module.apply(sch, cfg, block)
-        hoist_init(sch, tiles)
-        pads = padding.stage_padding(sch, pads, staged, N)
-        padding.inline_padding(sch, pads, tiles.block, tiles.thread_j)
+        tiles = self.schedule_block(sch, block, pads, staged, cfg, N)
+        if epilogue is not None:
+            if fused:
+                epilogue_.fuse(sch, tiles.block, tiles.thread_j)
+            else:
+                epilogue_.separate(sch)
         return sch
 
 
@@ -166,30 +203,52 @@ def target(arch: str = "sm_90") -> Target:
     return Target({"kind": "cuda", "arch": arch})
 
 
-def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=None):
-    """Compile a step for one size; the result's ``main(A, B, C)`` computes C = A @ B."""
+def device_passes(step: Step, cfg, K: int) -> list:
+    """Lowering passes of ours a step's kernel needs, run after TVM's ThreadSync
+    (schedules/pipelines.py): one barrier per k slice where the config asks
+    (schedules/one_barrier.py), a second accumulator where an fp32 sum runs over a long K
+    (schedules/long_k.py), and the fp32 fallback for the outputs a 3xTF32 step makes NaN or tiny
+    (schedules/fp32_fallback.py). A kernel that needs none builds anywhere TVM builds a PrimFunc
+    (inside a model: schedules/relax_dispatch.py)."""
+    passes = []
+    if getattr(cfg, "barriers", 2) == 1:
+        passes.append(one_barrier.single_barrier_pass)
+    if step.precision == "fp32" and long_k.applies(cfg, K):
+        passes.append(long_k.promote_pass)
+    if getattr(step.module, "FP32_FALLBACK", False):
+        passes.append(fp32_fallback.fp32_fallback_pass)
+    return passes
+
+
+def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=None, epilogue=None,
+          fused: bool = True):
+    """Compile a step for one size; the result's ``main(A, B, C)`` computes C = A @ B (with an
+    `epilogue`, ``main(A, B, [bias], [C_in], D)``: see Step.schedule)."""
     s = get_step(step)
     target(arch)  # an unknown arch: one line, before anything else
     tgt = target(s.build_arch(arch))
     cfg = s.default_config(M, N, K) if config is None else config
     # Schedule first: it rejects a config of the wrong class (a dict, another step's) with
     # its one-line ConfigError; then the per-arch shared-memory limit, before compiling.
-    sch = s.schedule(M, N, K, cfg)
+    sch = s.schedule(M, N, K, cfg, epilogue, fused)
     cfg.check_shared_memory(s.build_arch(arch))
-    # Lowering passes of ours, run after TVM's ThreadSync (schedules/pipelines.py): one barrier
-    # per k slice where the config asks (schedules/one_barrier.py), a second accumulator where an
-    # fp32 sum runs over a long K (schedules/long_k.py), and the fp32 fallback for the outputs a
-    # 3xTF32 step makes NaN (schedules/fp32_fallback.py).
-    passes = []
-    if getattr(cfg, "barriers", 2) == 1:
-        passes.append(one_barrier.single_barrier_pass)
-    if s.precision == "fp32" and long_k.applies(cfg, K):
-        passes.append(long_k.promote_pass)
-    if getattr(s.module, "FP32_FALLBACK", False):
-        passes.append(fp32_fallback.fp32_fallback_pass)
-    pipeline = pipelines.with_device_passes(*passes)
+    pipeline = pipelines.with_device_passes(*device_passes(s, cfg, K))
     with tvm.transform.PassContext(opt_level=3, config=s.pass_config):
         return tvm.compile(sch.mod, target=tgt, tir_pipeline=pipeline)
+
+
+def fastest(M: int, N: int, K: int, precision: str = "fp32", arch: str = "sm_90", gpu: str | None = None,
+            doc: dict | None = None) -> Choice:
+    """The ladder's fastest step for C[M, N] = A[M, K] @ B[K, N], with its config and why
+    (schedules/dispatch.py: the rule, from the committed measurements of
+    ``schedules/tuned/dispatch.json``; no GPU needed).
+
+    precision "fp32": the steps that give SGEMM's accuracy (1-11, 14, 19); "tf32": the TF32
+    steps (12, 13, 15-18), checked to TF32's tolerance. `gpu`: a table by slug or name (default:
+    the first measured on `arch`'s family); `doc`: a table to read instead of the committed one.
+    ConfigError, one line, on bad sizes, precision, arch or gpu."""
+    target(arch)  # an unknown arch: one line
+    return dispatch.choose(M, N, K, precision, arch, STEPS, gpu, doc)
 
 
 def cuda_source(lib) -> str:

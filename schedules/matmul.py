@@ -2,6 +2,9 @@
 
 Written once in TensorIR (TVMScript). Each step receives this unscheduled function, with
 the sizes baked in as constants, and rewrites its loop nest; the arithmetic never changes.
+With an epilogue (schedules/epilogue.py) the product goes to an intermediate C and a block
+``epilogue`` writes ``D = act(alpha * C + bias + beta * C_in)``; the step schedules the product
+as before and ``epilogue.fuse`` folds that block into its store.
 """
 
 from tvm.script import tirx as T
@@ -23,5 +26,52 @@ def matmul(M: int, N: int, K: int):
                 with T.init():
                     C[vi, vj] = T.float32(0)
                 C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    return main
+
+
+def matmul_epilogue(M: int, N: int, K: int, epilogue):
+    """The matmul followed by `epilogue` (an epilogue.Epilogue): parameters A, B, then bias [N]
+    where it adds one, C_in [M, N] where beta is nonzero, then D [M, N]."""
+    value = epilogue.value
+
+    @T.macro
+    def body(A, B, bias, C_in, D):
+        C = T.sblock_alloc_buffer((M, N), "float32")
+        for i, j, k in T.grid(M, N, K):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+        for i, j in T.grid(M, N):
+            with T.sblock("epilogue"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                D[vi, vj] = value(C[vi, vj], vi, vj, bias, C_in)
+
+    # One signature per set of inputs (TVMScript's parameters are fixed at parse time).
+    if epilogue.bias and epilogue.reads_c:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), bias: T.Buffer((N,), "float32"),
+                 C_in: T.Buffer((M, N), "float32"), D: T.Buffer((M, N), "float32")):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            body(A, B, bias, C_in, D)
+    elif epilogue.bias:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), bias: T.Buffer((N,), "float32"),
+                 D: T.Buffer((M, N), "float32")):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            body(A, B, bias, None, D)
+    elif epilogue.reads_c:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C_in: T.Buffer((M, N), "float32"),
+                 D: T.Buffer((M, N), "float32")):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            body(A, B, None, C_in, D)
+    else:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), D: T.Buffer((M, N), "float32")):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            body(A, B, None, None, D)
 
     return main

@@ -95,8 +95,23 @@ error is the representation of x and y, not the sum. Operands near 2^-120 times 
 class, not held to the bar): 1.5e-5, as step 14, since TF32's smallest subnormal, 2^-136,
 leaves a small half near 2^-131 five bits.
 
-Limits: the tile is 128 x 128 because the total needs registers, so at 512 and 1024 there are
-16 and 64 blocks for 132 SMs. A stagger of the two consumers' promotions (so they do not drain
+The tile rule (issue 31, after the dispatch rule's audit found step 19 at 0.77x cuBLAS SGEMM on
+128 x 4096 x 4096: 32 blocks of 128 x 128 for 132 SMs). Prediction: where an output has fewer
+128 x 128 tiles than the GPU has SMs, 64 x 64 tiles (four times the blocks, half the reuse of
+each loaded tile) fill the machine and win as long as the kernel is latency-bound, not
+bandwidth-bound; at or above one wave the 128 x 128 tile's reuse wins (the sweep above: 126
+against 86-94 TFLOP/s at 4096^3). Measured (H100, 2026-11-25, results/nvidia-h100-80gb-hbm3/
+dispatch_probe.txt, x cuBLAS SGEMM, 128 x 128 -> 64 x 64): 128 x 4096 x 4096 0.77x -> 1.51x,
+4096 x 128 x 4096 0.79x -> 1.51x, 512^3 0.65x -> 1.23x, 997 x 1009 x 1013 1.10x -> 1.36x,
+513 x 257 x 1025 0.36x -> 0.60x (still below step 11 there). So ``default_config`` takes
+64 x 64 below 132 tiles of 128 x 128 (WAVE_SMS), 128 x 128 from there. In the ladder (python
+-m steps, same day, results/nvidia-h100-80gb-hbm3/step19_tile_rule.txt): 26.2 / 81.8 TFLOP/s at
+512 / 1024 against the committed run's 14.0 / 63.3 below (1.25x / 2.12x cuBLAS SGEMM; step 14
+21.8 / 56.4 in the same run), so step 19 is now the faster fp32-accurate kernel at 512 too. The
+shape benchmark and the dispatch table were measured with the rule.
+
+Limits: the 128 x 128 tile is as large as the total's registers allow, so from one wave up a
+shape's last wave may leave SMs idle (1536^3: 144 tiles on 132 SMs). A stagger of the two consumers' promotions (so they do not drain
 together) was tried: the branch on the warpgroup inside the loop made ptxas serialize every
 wgmma (warning C7518), in two copies of the loop as well.
 
@@ -125,8 +140,20 @@ EXPECTED_REGRESSION = dict.fromkeys(
 )
 
 
+# The tile rule (issue 31's dispatch audit): a 128 x 128 tile leaves SMs idle where the output
+# has fewer such tiles than a Hopper has SMs (132 on the H100 and H200); 64 x 64 tiles give four
+# times as many thread blocks. Measured on the H100 (2026-11-25, kernel time, x cuBLAS SGEMM):
+# 128x4096x4096 0.77x -> 1.51x, 4096x128x4096 0.79x -> 1.51x, 512^3 0.65x -> 1.23x,
+# 997x1009x1013 1.10x -> 1.36x, 513x257x1025 0.36x -> 0.60x (results/<gpu>/dispatch_probe.txt).
+WAVE_SMS = 132
+SMALL_TILE = 64
+
+
 def default_config(M: int, N: int, K: int) -> Wgmma3xTF32Config:
-    return Wgmma3xTF32Config()
+    cfg = Wgmma3xTF32Config()
+    if -(-M // cfg.block_m) * -(-N // cfg.block_n) < WAVE_SMS:
+        return Wgmma3xTF32Config(block_m=SMALL_TILE, block_n=SMALL_TILE)
+    return cfg
 
 
 def kernel(M: int, N: int, K: int, cfg: Wgmma3xTF32Config):

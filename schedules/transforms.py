@@ -391,7 +391,9 @@ def split_k_over_threads(sch: s_tir.Schedule, block: s_tir.SBlockRV, rows: int, 
     if own:
         sch.decompose_reduction(partials, own[0])
     _unroll_passes(sch, k_outer, passes)
-    return Tiles(block, block_i, block_i, thread_i, thread_k, k_outer=k_outer)
+    # thread_j: the loop over N, per thread and outside the threadIdx.y reduction, where C's
+    # copy-out or an epilogue goes (inside the reduction's thread loop TVM cannot lower it).
+    return Tiles(block, block_i, block_i, thread_i, j, k_outer=k_outer)
 
 
 def _unroll_passes(sch: s_tir.Schedule, loop: s_tir.LoopRV, passes: int) -> None:
@@ -447,8 +449,10 @@ def vector_matrix_split_k(sch: s_tir.Schedule, block: s_tir.SBlockRV, column_thr
             sch.vectorize(sch.get_loops(fragment)[-1])
     if columns_rf is not None:
         sch.unroll(columns_rf)
+    # thread_j: the thread's column loop, outside the threadIdx.y reduction, where C's copy-out
+    # or an epilogue goes (inside the reduction's thread loop TVM cannot lower it).
     if rows_rf is None:
-        return Tiles(block, block_j, block_j, thread_j, thread_k, k_outer=thread_k_rf)
+        return Tiles(block, block_j, block_j, thread_j, column, k_outer=thread_k_rf)
     sch.decompose_reduction(partials, rows_rf)
     _unroll_passes(sch, rows_rf, int(sch.get(rows_rf).extent))
-    return Tiles(block, block_j, block_j, thread_j, thread_k, k_outer=rows_rf)
+    return Tiles(block, block_j, block_j, thread_j, column, k_outer=rows_rf)

@@ -31,3 +31,15 @@ def one_line_error(err: str, prog: str, *words: str) -> str:
     for word in words:
         assert word in lines[0], f"{word!r} not in {lines[0]!r}"
     return lines[0]
+
+
+def cuda_kernels(source: str) -> dict[str, str]:
+    """The kernels defined in CUDA source TVM generated: {name: its text up to the next kernel}."""
+    import re
+
+    out = {}
+    for chunk in source.split('extern "C" __global__')[1:]:
+        found = re.match(r"\s*void (?:__launch_bounds__\(\d+\) )?(\w+)\([^)]*\)\s*\{", chunk)
+        if found:  # a definition, not the declaration before it
+            out[found.group(1)] = chunk
+    return out

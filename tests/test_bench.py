@@ -150,7 +150,13 @@ def _fake_step(number, precision="fp32", tensor_cores=False):
     return SimpleNamespace(number=number, precision=precision, tensor_cores=tensor_cores)
 
 
-def test_the_default_is_the_final_fp32_cuda_core_step():
+def test_the_default_run_is_the_dispatch_rules_fp32_candidates():
+    assert [s.number for s in bench.default_steps("sm_90")] == [11, 14, 19]
+    assert [s.number for s in bench.default_steps("sm_80")] == [11, 14]
+    assert all(s.precision == "fp32" for s in bench.default_steps())
+
+
+def test_the_final_fp32_cuda_core_step():
     final = bench.final_fp32_step()
     assert final is max((s for s in schedules.STEPS if bench.cuda_core_fp32(s)), key=lambda s: s.number)
     assert final.number >= 10 and final.precision == "fp32" and not final.tensor_cores
@@ -189,6 +195,7 @@ def test_the_default_is_the_final_fp32_cuda_core_step():
     (["--save", "--check-only"], ["give one of them"]),
     (["--check-only", "--references", "cublas"], ["--references are timed"]),
     (["--list", "--steps", "10"], ["--list prints the shapes only"]),
+    (["--fastest", "--check-only"], ["--fastest is a timed row"]),
     (["--bogus"], ["unrecognized arguments"]),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
@@ -329,13 +336,14 @@ def fake_gpu(monkeypatch):
     return use
 
 
-def fake_run(tmp_path, argv, steps=(9, 10), refs=(references.CUBLAS,)):
-    args = bench.parser().parse_args(argv + ["--results-dir", str(tmp_path)])
+def fake_run(tmp_path, argv, steps=(9, 10), refs=(references.CUBLAS,), with_fastest=False):
+    args = bench.parser().parse_args(argv + ["--results-dir", str(tmp_path),
+                                             "--dispatch-table", str(tmp_path / "dispatch.json")])
     shape_set = shapeset.load(args.shape_set)
     items = bench.chosen_items(args, shape_set)
     chosen = [schedules.get_step(n) for n in steps]
     configs = {(s.number, i.shape): s.default_config(*i.shape) for s in chosen for i in items}
-    return bench.run(chosen, list(refs), items, configs, "sm_90", args, shape_set)
+    return bench.run(chosen, list(refs), items, configs, "sm_90", args, shape_set, with_fastest)
 
 
 def test_a_run_saves_json_csv_and_plot(tmp_path, fake_gpu, capsys, shape_set):
@@ -355,6 +363,44 @@ def test_a_run_saves_json_csv_and_plot(tmp_path, fake_gpu, capsys, shape_set):
     assert "square,2048,2048,2048,step10,step 10 (unroll + tuning),50000," in "\n".join(lines)
     assert (gpu_dir / "shapes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"saved {gpu_dir / 'shapes.json'}" in out
+
+
+def test_the_fastest_row_times_the_pick_of_the_table_the_run_saves(tmp_path, fake_gpu, capsys, shape_set):
+    # Fakes: step 9 at 20 TFLOPS everywhere, step 10 at 50 on squares and 32 elsewhere: the
+    # table this run writes makes step 10 the pick on every shape, and the fastest row times it.
+    fake_gpu()
+    assert fake_run(tmp_path, ["--save"], with_fastest=True) == 0
+    out = capsys.readouterr().out
+    table = json.loads((tmp_path / "dispatch.json").read_text())
+    entry = next(e for e in table["gpus"] if e["gpu"] == "Fake GPU 80GB")
+    assert entry["arch"] == "sm_90" and entry["precisions"]["fp32"]["steps"] == [9, 10]
+    assert len(entry["precisions"]["fp32"]["shapes"]) == len(shape_set.shapes())
+    m, n, k, times = next(r for r in entry["precisions"]["fp32"]["shapes"] if r[:3] == [2048, 2048, 2048])
+    assert times == [pytest.approx(2 * 2048**3 / 20000 / 1e6, rel=1e-5), pytest.approx(2 * 2048**3 / 50000 / 1e6, rel=1e-5)]
+    doc = shapes.load(tmp_path / "fake-gpu-80gb")
+    assert [i["key"] for i in doc["implementations"]] == ["step9", "step10", "fastest", "cublas"]
+    picks = [r for r in doc["results"] if r["impl"] == "fastest"]
+    assert len(picks) == len(shape_set.shapes()) and {r["config"]["step"] for r in picks} == {10}
+    assert "fastest (dispatch rule) against" in out and "Fastest below" not in out
+    assert schedules.fastest(2048, 2048, 2048, doc=table, gpu="Fake GPU 80GB").step.number == 10
+
+
+def test_without_save_the_fastest_row_reads_the_committed_table(tmp_path, fake_gpu, capsys, monkeypatch):
+    from schedules import dispatch
+    fake_gpu()
+    committed = {"schema": dispatch.SCHEMA, "gpus": [{
+        "gpu": "Fake GPU 80GB", "slug": "fake-gpu-80gb", "arch": "sm_90", "date": "2026-11-01",
+        "precisions": {"fp32": {"steps": [9, 10], "shapes": [[512, 512, 512, [0.01, 0.02]]]}}}]}
+    monkeypatch.setattr(dispatch, "table", lambda path=None: committed)
+    printed = []
+    report = bench.format_report
+    monkeypatch.setattr(bench, "format_report", lambda doc: printed.append(doc) or report(doc))
+    assert fake_run(tmp_path, ["--class", "square"], with_fastest=True) == 0
+    assert not (tmp_path / "dispatch.json").exists()
+    # The committed table says step 9 (faster at 512^3, the only shape in it): the row times step 9
+    # at every square, the nearest measured shape of each.
+    picks = [r for r in printed[0]["results"] if r["impl"] == "fastest"]
+    assert picks and all(r["config"]["step"] == 9 and r["gflops"] == 20000.0 for r in picks)
 
 
 def test_a_failed_shape_is_reported_and_nothing_saved(tmp_path, fake_gpu, capsys):
@@ -382,7 +428,9 @@ def test_the_report_gives_ratios_geomeans_and_worst_shapes(tmp_path, fake_gpu, c
     geomean_all = math.exp((9 * math.log(1.25) + 6 * math.log(0.8)) / 15)
     assert rows["all"][1:6] == ["16", f"{geomean_all:.2f}x", "1000x1500x700", "0.80x", "(odd)"]
     assert "below 0.9x cuBLAS: 1000x1500x700 0.80x (odd), 997x1009x1013 0.80x (odd)," in summary
-    assert "33x65x129" not in summary.split("below 0.9x cuBLAS:")[1]  # host-bound: not a kernel-time ratio
+    judged, host_bound = summary.split("below 0.9x cuBLAS:")[1].split("below 0.9x with a host-bound timing, not judged:")
+    assert "33x65x129" not in judged  # host-bound: not a kernel-time ratio, listed apart
+    assert host_bound.strip().startswith("33x65x129 0.80x† (odd)")
     assert "\nbelow 0.9x cuBLAS: " + ", ".join(  # step 9: every shape, at 0.5x
         f"{s} 0.50x ({c})" for c, s in [("square", "256x256x256")]) in out
     assert "33x65x129" in out and "(†)" in out and options.HOST_LEGEND in out

@@ -42,8 +42,8 @@ HONOURED = {
     "steps.crosscheck": ({"--sizes", "--shape", "--repeat", "--arch", "--save", "--steps", "--calls"},
                          {"--seed", "--build-only", "--explain", "--compare"}),
     "steps.bench": ({"--steps", "--references", "--class", "--shapes", "--repeat", "--arch", "--seed", "--workers",
-                     "--save", "--check-only", "--build-only", "--list"},
-                    {"--sizes", "--shape", "--explain", "--compare", "--results-dir", "--shape-set"}),
+                     "--save", "--check-only", "--build-only", "--list", "--fastest"},
+                    {"--sizes", "--shape", "--explain", "--compare", "--results-dir", "--shape-set", "--dispatch-table"}),
 }
 
 

@@ -61,7 +61,12 @@ def test_save_writes_the_results_of_a_whole_set(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (gpu_dir,) = results_dir.iterdir()
     doc = shapes.load(gpu_dir)
-    assert doc["shape_set"]["complete"] and len(doc["results"]) == 4
+    # the default rows: the dispatch rule's candidates, its pick ("fastest") and cuBLAS, two shapes each
+    keys = [i["key"] for i in doc["implementations"]]
+    assert keys == [f"step{s.number}" for s in bench.default_steps(harness.gpu_arch())] + ["fastest", "cublas"]
+    assert doc["shape_set"]["complete"] and len(doc["results"]) == 2 * len(keys)
+    # a shape set of its own is not the published one: the dispatch table is left alone
+    assert "dispatch table not written" in proc.stderr
     assert all(r["error"] is None and r["rel_err"] <= 1e-5 and r["gflops"] > 0 for r in doc["results"])
     assert (gpu_dir / "shapes.csv").exists() and (gpu_dir / "shapes.png").exists()
 

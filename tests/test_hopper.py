@@ -302,8 +302,8 @@ def test_step19_recomputes_nan_and_tiny_outputs_in_fp32():
 @pytest.mark.parametrize("K, flushes", [(32768, False), (32769 + 32, True), (2**20, True)])
 def test_step19_flushes_its_total_to_c_at_a_long_k(K, flushes):
     """No fp32 register sums more than 1024 chunk sums (2 * 512; at promote 1, K over 32768): past
-    that, the total goes into C every 512."""
-    src = source(SPLIT_STEP, 128, 128, K)
+    that, the total goes into C every 512. (The 128 x 128 tile: 64 registers of total a thread.)"""
+    src = source(SPLIT_STEP, 128, 128, K, Wgmma3xTF32Config())
     # Every 512th chunk end: C = total (the first time: + 0, after: + C), then total = 0.
     flush = re.search(r"if \(\(\(\([^;{]*\) % 512\) == 0\) && ", src)
     assert (flush is not None) == flushes

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The shape benchmark on a GPU machine (issue 13), from the project root:
 #   bash tools/bench_run.sh                 # 1. every step checked on every shape of bench/shapes.toml
-#                                           # 2. the final CUDA-core step and cuBLAS timed, saved
-#                                           # 3. the shape benchmark's GPU tests
-#   CHECK=0 / SAVE=0 / TESTS=0 bash tools/bench_run.sh    # skip a part (SAVE=0 still times)
-#   STEPS=10,11 bash tools/bench_run.sh     # time these steps (default: the final fp32 CUDA-core step)
+#                                           # 2. the dispatch rule's candidates (11, 14, 19), its pick
+#                                           #    ("fastest") and cuBLAS timed, saved with the dispatch table
+#                                           # 3. the audit: the same rows on shapes outside the set
+#                                           # 4. the shape benchmark's GPU tests
+#   CHECK=0 / SAVE=0 / AUDIT=0 / TESTS=0 bash tools/bench_run.sh    # skip a part (SAVE=0 still times)
+#   STEPS=10,11 bash tools/bench_run.sh     # time these steps (default: the dispatch rule's candidates)
 # Each part has its own timeout, so the whole fits one 10-minute call on 16 cores (estimated:
 # check 3-5 min, timed run 1-3 min, tests 1-2 min). Everything it writes lands in results/,
 # README.md and logs/; with $OUT set (a lent machine), one tar of those goes to $OUT/bench.tar.
@@ -12,7 +14,7 @@ set -uo pipefail
 if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh || exit 1; fi
 export PYTHONUNBUFFERED=1
 mkdir -p logs
-finish() { if [ -n "${OUT:-}" ]; then tar -cf "$OUT/bench.tar" results README.md logs; fi; }
+finish() { if [ -n "${OUT:-}" ]; then tar -cf "$OUT/bench.tar" results schedules/tuned README.md logs; fi; }
 trap finish EXIT
 nproc > logs/bench-nproc.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > logs/bench-nvidia-smi.csv
@@ -25,8 +27,19 @@ fi
 t0=$SECONDS
 save=$([ "${SAVE:-1}" = 1 ] && echo --save)
 steps=$([ -n "${STEPS:-}" ] && echo "--steps $STEPS")
-timeout 240 python3 -m steps.bench $steps $save > logs/bench.out 2> logs/bench.err
-echo "bench rc=$? $((SECONDS-t0))s"; tail -n 30 logs/bench.out; tail -n 3 logs/bench.err
+timeout 420 python3 -m steps.bench $steps $save > logs/bench.out 2> logs/bench.err
+echo "bench rc=$? $((SECONDS-t0))s"; tail -n 40 logs/bench.out; tail -n 3 logs/bench.err
+# The audit's shapes: outside the set, of every class (results/<gpu>/audit.txt has step 11's run).
+AUDIT_SHAPES=640x640x640,1280x1280x1280,2560x2560x2560,3584x3584x3584,3072x48x3072,6144x96x2048,2048x24x8192,\
+48x3072x3072,96x6144x2048,8x8192x4096,192x192x24576,320x320x10240,96x96x49152,6144x6144x32,3072x3072x96,\
+16384x2048x128,1777x1333x911,3001x2999x1499,769x1543x2049,129x4097x515,7x300x5003,1x2048x2048,1x16384x512,\
+2048x1x2048,1x1024x8192,3000x3000x1,12345x1x777,2x4096x4096
+if [ "${AUDIT:-1}" = 1 ]; then
+  t0=$SECONDS
+  timeout $(( 590 - SECONDS > 60 ? 590 - SECONDS : 60 )) python3 -m steps.bench $steps --fastest --seed 8 \
+    --shapes "$AUDIT_SHAPES" > logs/bench-audit.out 2> logs/bench-audit.err
+  echo "audit rc=$? $((SECONDS-t0))s"; tail -n 45 logs/bench-audit.out; tail -n 3 logs/bench-audit.err
+fi
 if [ "${TESTS:-1}" = 1 ]; then
   t0=$SECONDS
   timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_bench.py > logs/pytest-gpu-bench.log 2>&1

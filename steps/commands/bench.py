@@ -1,17 +1,24 @@
-"""python -m steps.bench: the final CUDA-core step against cuBLAS over the published shape set.
+"""python -m steps.bench: the fp32-accurate steps, the dispatch rule's pick and cuBLAS over the shape set.
 
-    python -m steps.bench                           # the final fp32 CUDA-core step and cuBLAS fp32, every shape
+    python -m steps.bench                           # steps 11, 14, 19, "fastest" and cuBLAS fp32, every shape
     python -m steps.bench --steps 10,11 --class odd,k-heavy
     python -m steps.bench --shapes 1000x1500x700,64x2048x2048   # ad-hoc shapes, beside or instead of classes
-    python -m steps.bench --save                    # results/<gpu>/shapes.json, shapes.csv, shapes.png, README
+    python -m steps.bench --save                    # results/<gpu>/shapes.json, shapes.csv, shapes.png, README,
+                                                    # and schedules/tuned/dispatch.json (the dispatch table)
     python -m steps.bench --steps all --check-only  # every step correct on every shape; nothing timed
     python -m steps.bench --build-only              # anywhere: build every kernel, report its resources
     python -m steps.bench --list                    # the shape set: classes, why, shapes
 
-The shapes are ``bench/shapes.toml`` (steps/results/shapeset.py). By default the run times the final
-step that computes in fp32 on CUDA cores (the registry's highest such step) and cuBLAS strict
-fp32, and prints per shape TFLOPS and the step's ratio to cuBLAS, then per class and over the
-whole set the geometric mean of that ratio and the worst shape. The method is the ladder's
+The shapes are ``bench/shapes.toml`` (steps/results/shapeset.py). By default the run times the
+fp32-accurate candidates of the dispatch rule (schedules/dispatch.py): the final step that
+computes in fp32 on CUDA cores (11) and the tensor-core steps that give fp32's accuracy (14, and
+19 on Hopper); then "fastest", the kernel ``schedules.fastest`` picks for each shape, timed as a
+row of its own (in a second phase, so with ``--save`` it reads the table this run is about to
+write, and without it the committed one); and cuBLAS strict fp32. It prints per shape TFLOPS and
+each row's ratio to cuBLAS, then per class and over the whole set the geometric mean of that
+ratio and the worst shape. ``--save`` (the whole set, every kernel passed) also writes this
+GPU's entry of ``schedules/tuned/dispatch.json``: every candidate's median per shape, the
+measurements the rule chooses from; ``--fastest`` adds the row to a run with ``--steps``. The method is the ladder's
 (steps/measure/harness.py): fresh random inputs, C poisoned with NaN, ‖C − C_ref‖/‖C_ref‖ ≤ 1e-5
 against float64, then kernel time (time_evaluator for TVM kernels, a replayed CUDA graph for
 cuBLAS) guarded against host-bound readings (†; a ratio involving one is left out of the
@@ -56,6 +63,14 @@ def cuda_core_fp32(step) -> bool:
     return step.precision == "fp32" and not step.tensor_cores
 
 
+def default_steps(arch: str | None = None) -> list:
+    """The dispatch rule's fp32-accurate candidates: the final CUDA-core fp32 step and every
+    tensor-core step that computes to fp32's accuracy (3xTF32), those that run on `arch`."""
+    tensor = [s for s in schedules.STEPS if s.precision == "fp32" and s.tensor_cores
+              and (arch is None or s.runs_on(arch))]
+    return [final_fp32_step()] + tensor
+
+
 def final_fp32_step(steps=None):
     """The highest-numbered step that computes in fp32 on CUDA cores: the default of a run."""
     eligible = [s for s in (schedules.STEPS if steps is None else steps) if cuda_core_fp32(s)]
@@ -79,8 +94,11 @@ def step_key(step) -> str:
 def parser() -> argparse.ArgumentParser:
     p = options.new_parser(PROG, __doc__.strip())
     p.add_argument("--steps", type=ladder.parse_steps, action="append", default=None, metavar="RANGE",
-                   help="which steps: 11, 10,11, 7-11 or all (repeatable; default: the final fp32 CUDA-core "
-                        f"step, {final_fp32_step().number} here)")
+                   help="which steps: 11, 10,11, 7-11 or all (repeatable; default: the fp32-accurate candidates "
+                        f"of the dispatch rule, {', '.join(str(s.number) for s in default_steps())} here, and "
+                        "the fastest row)")
+    p.add_argument("--fastest", action="store_true",
+                   help="with --steps: also the row of schedules.fastest's pick per shape (the default run has it)")
     p.add_argument("--references", type=lambda text: references.keys_arg(text, allow_none=True), default=None,
                    metavar="KEYS", help=f"reference rows: cublas (default; the ratio's baseline), all, none, or "
                                         f"a comma list of {', '.join(references.BY_KEY)}")
@@ -104,6 +122,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="print the shape set (classes, rationale, shapes) and stop")
     p.add_argument("--shape-set", type=Path, default=shapeset.SHAPES_PATH, help=argparse.SUPPRESS)
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
+    p.add_argument("--dispatch-table", type=Path, default=schedules.dispatch.TABLE_PATH, help=argparse.SUPPRESS)
     return p
 
 
@@ -119,6 +138,8 @@ def check_options(args) -> None:
         raise options.UsageError(f"--references are timed, and {modes[0]} times nothing; drop one of them")
     if args.list and args.steps:
         raise options.UsageError("--list prints the shapes only; drop --steps")
+    if args.fastest and (args.check_only or args.build_only or args.list):
+        raise options.UsageError("--fastest is a timed row; drop --check-only, --build-only or --list")
 
 
 @dataclass(frozen=True)
@@ -174,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             print(format_list(shape_set, items))
             return 0
-        steps = ladder.chosen_steps(args.steps) if args.steps else [final_fp32_step()]
+        steps = ladder.chosen_steps(args.steps) if args.steps else default_steps(args.arch)
+        with_fastest = (args.fastest or not args.steps) and not (args.check_only or args.build_only)
         refs = [references.CUBLAS] if args.references is None else args.references
         if args.check_only or args.build_only:
             refs = []
@@ -189,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             if ref.builder is None and not harness.cublas_available():
                 raise options.UsageError(f"{ref.label} needs CuPy and libcublas (pip install -e \".[cublas]\"); "
                                      "or --references none")
-        return run(steps, refs, items, configs, arch, args, shape_set)
+        return run(steps, refs, items, configs, arch, args, shape_set, with_fastest)
     except (options.UsageError, ConfigError, shapeset.ShapeSetError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return options.EXIT_USAGE
@@ -212,6 +234,7 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
     M, N, K = shape
     if kind == "build":
         return _build_report(key, shape, config, arch)
+    # "fastest": the dispatch rule's pick, a step kernel like any other (key: its number)
     lock = sweep._gpu_lock
     if kind == "cublas":
         with lock:
@@ -297,8 +320,12 @@ class Impl:
     label: str
     step: object = None  # a schedules.Step, or None for a reference
     ref: object = None  # a references.Reference, or None for a step
+    dispatch: bool = False  # the "fastest" row: schedules.fastest's pick per shape
 
     def as_dict(self) -> dict:
+        if self.dispatch:
+            return {"key": self.key, "label": self.label, "step": FASTEST, "name": "dispatch rule",
+                    "dispatch": True, "tolerance": harness.TOLERANCE}
         if self.step is not None:
             return {"key": self.key, "label": self.label, "step": self.step.number, "name": self.step.name,
                     "cuda_core_fp32": cuda_core_fp32(self.step), "tolerance": step_tolerance(self.step)}
@@ -306,8 +333,12 @@ class Impl:
                 "tolerance": self.ref.tolerance}
 
 
-def implementations(steps, refs, gpu_name: str | None) -> list[Impl]:
+FASTEST = "fastest"
+
+
+def implementations(steps, refs, gpu_name: str | None, with_fastest: bool = False) -> list[Impl]:
     return ([Impl(step_key(s), f"step {s.number} ({s.name})", step=s) for s in steps]
+            + ([Impl(FASTEST, "fastest (schedules.fastest's pick per shape)", dispatch=True)] if with_fastest else [])
             + [Impl(r.key, references.label(r, gpu_name), ref=r) for r in refs])
 
 
@@ -322,6 +353,8 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
     for item in items:
         for impl in impls:
             seed = int(rng.integers(2**63 - 1))
+            if impl.dispatch:  # timed in the second phase (fastest_jobs), once the table is known
+                continue
             if impl.step is not None:
                 cfg = configs[(impl.step.number, item.shape)]
                 jobs.append(("step", impl.step.number, item.shape, cfg, arch, args.repeat, seed,
@@ -344,6 +377,8 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
 
 def _impl_of_job(job: tuple, impls: list[Impl]) -> Impl:
     kind, key = job[0], job[1]
+    if kind == FASTEST:
+        return next(impl for impl in impls if impl.dispatch)
     for impl in impls:
         if (kind == "step" and impl.step is not None and impl.step.number == key) or \
                 (kind == "cublas" and impl.key == key) or \
@@ -352,10 +387,10 @@ def _impl_of_job(job: tuple, impls: list[Impl]) -> Impl:
     raise KeyError(job[:3])
 
 
-def run(steps, refs, items, configs, arch, args, shape_set) -> int:
+def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool = False) -> int:
     env = harness.environment()
     gpu_name = env.get("gpu")
-    impls = implementations(steps, refs, gpu_name)
+    impls = implementations(steps, refs, gpu_name, with_fastest)
     mode = "checked, not timed" if args.check_only else f"median of {args.repeat} CUDA-event samples"
     print(f"{PROG}: {', '.join(i.label for i in impls)} over {len(items)} shapes; {gpu_name} "
           f"({env.get('sm_count')} SMs, driver {env.get('driver')}), TVM {env['tvm_version']}, arch {arch}, {mode}")
@@ -376,8 +411,21 @@ def run(steps, refs, items, configs, arch, args, shape_set) -> int:
         progress.report(f"{impl.label} {shapeset.shape_text(job[2])}", outcome)
 
     run_jobs(jobs, args.workers, on_result)
+    table, choices = None, {}
+    if with_fastest:
+        # Phase two: the dispatch rule's pick per shape, timed as its own row. With --save it
+        # reads the table this run measured (and is about to write); without, the committed one.
+        failed_first = any(not m.ok for m in measured.values())
+        if args.save and not failed_first:
+            table = dispatch_table(steps, items, measured, env, arch, shape_set)
+        choices = {i.shape: schedules.fastest(*i.shape, precision="fp32", arch=arch, gpu=_table_gpu(table, gpu_name),
+                                              doc=table) for i in items}
+        fast_jobs = fastest_jobs(items, choices, arch, args)
+        progress.total += len(fast_jobs)
+        jobs += fast_jobs
+        run_jobs(fast_jobs, args.workers, on_result)
     env = harness.environment()  # again, now that the GPU is warm: clocks under load
-    doc = document(impls, items, configs, measured, env, args, shape_set)
+    doc = document(impls, items, configs, measured, env, args, shape_set, choices)
     print(format_report(doc))
     failed = [r for r in doc["results"] if r.get("error")]
     for r in failed:
@@ -387,6 +435,13 @@ def run(steps, refs, items, configs, arch, args, shape_set) -> int:
             print(f"not saved: {len(failed)} kernel(s) failed", file=sys.stderr)
         else:
             save(doc, Path(args.results_dir))
+            published = Path(args.shape_set).resolve() == shapeset.SHAPES_PATH.resolve()
+            if table is not None and doc["shape_set"]["complete"] and published:
+                path = Path(args.dispatch_table)
+                results.write_json_atomic(path, table)
+                print(f"saved {path} (this GPU's entry of the dispatch table)")
+            elif table is not None:
+                print("dispatch table not written: it is measured on the published shape set only", file=sys.stderr)
     print(f"{len(jobs)} kernels in {time.monotonic() - started:.0f} s with {min(args.workers, len(jobs))} workers",
           file=sys.stderr)
     return options.EXIT_FAILED if failed else 0
@@ -395,7 +450,50 @@ def run(steps, refs, items, configs, arch, args, shape_set) -> int:
 # --- the results document: results/<gpu>/shapes.json ---------------------------------------------
 
 
-def document(impls: list[Impl], items: list[Item], configs, measured: dict, env: dict, args, shape_set) -> dict:
+def _table_gpu(table: dict | None, gpu_name: str | None) -> str | None:
+    """This GPU's name where the table has an entry for it, else None (the rule's default)."""
+    doc = table if table is not None else schedules.dispatch.table()
+    return gpu_name if any(e["gpu"] == gpu_name for e in doc["gpus"]) else None
+
+
+def fastest_jobs(items: list[Item], choices: dict, arch: str, args) -> list[tuple]:
+    import numpy as np
+
+    rng = np.random.default_rng(None if args.seed is None else args.seed + 1)  # its own seeds: timed afresh
+    return [(FASTEST, choices[i.shape].step.number, i.shape, choices[i.shape].config, arch, args.repeat,
+             int(rng.integers(2**63 - 1)), step_tolerance(choices[i.shape].step), True) for i in items]
+
+
+def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: str, shape_set) -> dict:
+    """The committed dispatch table (schedules/tuned/dispatch.json) with this GPU's entry
+    replaced by this run's: per precision, the steps timed and each one's median per shape."""
+    from schedules import dispatch
+
+    precisions = {}
+    for precision in dispatch.PRECISIONS:
+        chosen = [s for s in steps if s.precision == precision]
+        if not chosen:
+            continue
+        rows = []
+        for item in items:
+            times = []
+            for s in chosen:
+                m = measured.get((step_key(s), item.shape))
+                times.append(round(m.median_ms, 6) if m is not None and m.ok and m.median_ms else None)
+            rows.append([*item.shape, times])
+        precisions[precision] = {"steps": [s.number for s in chosen], "shapes": rows}
+    entry = {"gpu": env["gpu"], "slug": results.gpu_slug(env["gpu"]), "arch": dispatch.family(arch),
+             "date": env["date"], "driver": env.get("driver"), "tvm_version": env.get("tvm_version"),
+             "shape_set_sha256": shape_set.sha256, "precisions": precisions}
+    old = dispatch.table()
+    gpus = [e for e in old["gpus"] if e["slug"] != entry["slug"]] + [entry]
+    return dispatch.validate({"schema": dispatch.SCHEMA,
+                              "generated_by": "python -m steps.bench --save (median kernel ms per step and shape)",
+                              "gpus": gpus})
+
+
+def document(impls: list[Impl], items: list[Item], configs, measured: dict, env: dict, args, shape_set,
+             choices: dict | None = None) -> dict:
     """Every (shape, implementation) measured, with the environment, the method and the set.
 
     Schema ``shapes-1``: {schema, environment, method, shape_set: {path, version, sha256,
@@ -411,7 +509,11 @@ def document(impls: list[Impl], items: list[Item], configs, measured: dict, env:
             m = measured.get((impl.key, item.shape))
             if m is None:  # a reference with no row at this shape (said on stderr)
                 continue
-            config = configs[(impl.step.number, item.shape)].as_dict() if impl.step is not None else None
+            if impl.dispatch:  # the pick: its step, its config, why
+                choice = choices[item.shape]
+                config = {"step": choice.step.number, **choice.config.as_dict()}
+            else:
+                config = configs[(impl.step.number, item.shape)].as_dict() if impl.step is not None else None
             rows.append({"class": item.class_name, "M": m.M, "N": m.N, "K": m.K, "impl": impl.key, "config": config,
                          "median_ms": m.median_ms, "min_ms": m.min_ms, "max_ms": m.max_ms, "gflops": m.gflops,
                          "rel_err": m.rel_err, "host_us": m.host_us, "host_bound": m.host_bound, "error": m.error})
@@ -467,7 +569,7 @@ SHORT = {"cublas": "cuBLAS", "cublas_tf32": "cuBLAS TF32", "dlight": "dlight", "
 
 def _short(impl: dict) -> str:
     """A column header: 'step 10', 'cuBLAS'."""
-    return f"step {impl['step']}" if "step" in impl else SHORT.get(impl["key"], impl["key"])
+    return shapes.title(impl) if "step" in impl else SHORT.get(impl["key"], impl["key"])
 
 
 def format_report(doc: dict) -> str:
@@ -506,7 +608,7 @@ def format_report(doc: dict) -> str:
         err = shapes.max_rel_err(doc, impl["key"])
         failed = sum(1 for r in doc["results"] if r["impl"] == impl["key"] and r.get("error"))
         verdict = f"{failed} of the shapes FAILED" if failed else "every shape passed"
-        lines.append(f"step {impl['step']}: {verdict}; largest relative error "
+        lines.append(f"{shapes.title(impl)}: {verdict}; largest relative error "
                      f"{'-' if err is None else f'{err:.1e}'} (bound {impl['tolerance']:g})")
     if timed and has_base:
         for impl in shapes.step_impls(doc):
@@ -520,7 +622,7 @@ def format_summary(doc: dict, impl: dict) -> str:
     base_label = next(i["label"] for i in doc["implementations"] if i["key"] == doc["baseline"])
     stats = shapes.summarize(doc, impl["key"])
     width = max(len(s.name) for s in stats)
-    lines = [f"step {impl['step']} ({impl['name']}) against {base_label}: geometric mean of the ratio, and the "
+    lines = [f"{shapes.title(impl)} ({impl['name']}) against {base_label}: geometric mean of the ratio, and the "
              "worst shape, per class",
              f"{'class':<{width}}  {'shapes':>6}  {'geomean':>7}  worst"]
     for s in stats:
@@ -537,6 +639,10 @@ def format_summary(doc: dict, impl: dict) -> str:
     low = shapes.below_bar(doc, impl["key"])
     lines.append(f"below {shapes.BAR:g}x cuBLAS: " + (", ".join(f"{shapeset.shape_text(s)} {r:.2f}x ({c})" for c, s, r in low)
                                               if low else "none"))
+    host = shapes.below_bar_host_bound(doc, impl["key"])
+    if host:
+        lines.append(f"below {shapes.BAR:g}x with a host-bound timing, not judged: "
+                     + ", ".join(f"{shapeset.shape_text(s)} {r:.2f}x{options.HOST_MARK} ({c})" for c, s, r in host))
     return "\n".join(lines)
 
 

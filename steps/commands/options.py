@@ -219,3 +219,24 @@ def _config_text(cfg) -> str:
 def _last_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "(no output)"
+
+
+def report_and_save(doc: dict, text: str, failed: list[str], save: bool, results_dir, json_name: str,
+                    text_name: str, extra=None) -> int:
+    """The end of a measuring command: its text on stdout, each failure as a FAILED line on
+    stderr; then, only if nothing failed and --save asked, the document and the text in
+    results/<gpu>/ (and `extra(gpu_dir)`'s files: a plot). Returns the exit code."""
+    from .. import results
+
+    print(text)
+    for line in failed:
+        print(f"FAILED {line}", file=sys.stderr)
+    if failed:
+        return EXIT_FAILED
+    if save:
+        gpu_dir = Path(results_dir) / results.gpu_slug(doc["environment"]["gpu"])
+        results.write_json_atomic(gpu_dir / json_name, doc)
+        results.write_text_atomic(gpu_dir / text_name, text + "\n")
+        written = [json_name, text_name] + (extra(gpu_dir) if extra is not None else [])
+        print(f"saved {', '.join(str(gpu_dir / n) for n in written)}")
+    return 0

@@ -389,7 +389,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
         offset = -group / 2 + width * (k + 0.5)
         rows = [index.get((impl["key"], shape)) for _, shape in order]
         tflops = [(r["gflops"] or 0) / 1e3 if r and not r.get("error") and r.get("gflops") else 0 for r in rows]
-        label = f"{impl['step']}. {impl['name']}"
+        label = "fastest (dispatch rule)" if impl.get("dispatch") else f"{impl['step']}. {impl['name']}"
         bars = top.bar([x + offset for x in xs], tflops, width, color=colors[k], label=label, linewidth=0)
         _hatch_host_bound(bars, rows)
         if bottom is not None:

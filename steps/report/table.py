@@ -298,7 +298,7 @@ def shapes_summary(doc: dict, gpu_dir: Path | None = None, relative_to: Path | N
     if current is not None and shape_set.get("sha256") != current:
         head += " _Measured on an earlier version of the shape set: re-run it._"
     stats = {impl["key"]: shapes.summarize(doc, impl["key"]) for impl in steps}
-    cols = "".join(f" step {i['step']}: geomean | worst |" for i in steps)
+    cols = "".join(f" {shapes.title(i)}: geomean | worst |" for i in steps)
     lines = [head, "", f"| class | shapes |{cols}", "|---|---:|" + "---:|---|" * len(steps)]
     left_out = False
     names = [s.name for s in stats[steps[0]["key"]]] if steps else []
@@ -317,7 +317,11 @@ def shapes_summary(doc: dict, gpu_dir: Path | None = None, relative_to: Path | N
     for impl in steps:
         low = shapes.below_bar(doc, impl["key"])
         shown = ", ".join(f"{plot_shape(s)} {r:.2f}×" for _, s, r in low)
-        lines += ["", f"Step {impl['step']} below {shapes.BAR:g}× cuBLAS: {shown or 'none'}."]
+        name = shapes.title(impl)
+        timed_host = shapes.below_bar_host_bound(doc, impl["key"])
+        also = ("; host-bound, not judged: " + ", ".join(f"{plot_shape(s)} {r:.2f}×{MARK}" for _, s, r in timed_host)
+                if timed_host else "")
+        lines += ["", f"{name[0].upper() + name[1:]} below {shapes.BAR:g}× cuBLAS: {shown or 'none'}{also}."]
     if left_out:
         lines += ["", f"{MARK} host-bound: a ratio that may time the host, left out of the geometric mean."]
     if gpu_dir is not None and (Path(gpu_dir) / shapes.PLOT_NAME).exists():

@@ -148,6 +148,23 @@ def below_bar(doc: dict, impl: str, bar: float = BAR) -> list[tuple]:
     return sorted(out, key=lambda item: item[2])
 
 
+def below_bar_host_bound(doc: dict, impl: str, bar: float = BAR) -> list[tuple]:
+    """(class, shape, ratio) where impl's ratio is below `bar` but a host-bound timing (†) is
+    involved: not kernel time, so not judged, and listed beside the judged ones, not dropped."""
+    index = rows_by(doc)
+    out = []
+    for class_name, shape in shapes_in_order(doc):
+        value, why = ratio(doc, impl, shape, index)
+        if why == "host-bound" and value < bar:
+            out.append((class_name, shape, value))
+    return sorted(out, key=lambda item: item[2])
+
+
+def title(impl: dict) -> str:
+    """A step row's short name: 'step 11', or 'fastest' for the dispatch rule's row."""
+    return "fastest" if impl.get("dispatch") else f"step {impl['step']}"
+
+
 def step_impls(doc: dict) -> list[dict]:
     return [i for i in doc["implementations"] if "step" in i]
 

@@ -1,0 +1,149 @@
+"""The dispatch rule: which step of the ladder to run for a shape, chosen from measurements.
+
+    import schedules
+    choice = schedules.fastest(1000, 1500, 700)              # fp32-accurate, an H100's table
+    choice.step.number, choice.config, choice.why            # 19, Wgmma3xTF32Config(...), '...'
+    lib = schedules.build(choice.step, 1000, 1500, 700, config=choice.config)
+
+No step wins everywhere. On an H100 step 19 (3xTF32 on wgmma) is 2.3x cuBLAS SGEMM on large
+squares, but its tiles are 128 x 128 and its k loop pays three wgmma per slice: at 512^3 step 14
+beats it, and on a tiny output with a long K, or a matrix-vector product, the CUDA-core step 11
+(split-K, its own shape rule) beats both. So the choice is measured, not modelled:
+``python -m steps.bench --save`` times every candidate on every shape of ``bench/shapes.toml`` and
+writes ``schedules/tuned/dispatch.json``: per GPU, per precision, per shape, each step's median
+kernel time. ``fastest`` reads that table only (no GPU, no clock, no file but this committed one):
+
+1. **A measured shape** gets the step that was fastest there.
+2. **Any other shape** gets the step that was fastest at its nearest measured shape, distance
+   measured in log2 of each of M, N and K (so 3000x3000x1 is near 2048x2048x1, not near
+   3072^3: a factor of two counts the same at every size and in every dimension). The audit in
+   ``results/<gpu>/dispatch_audit.txt`` times the rule's pick on shapes outside the set against
+   every candidate there.
+3. **An arch with no table** (sm_80, sm_86, sm_89 today) gets the portable rule: step 11 for
+   fp32 (CUDA cores run everywhere, and split-K and its shape rule cover every shape), step 13
+   for tf32 (mma.sync, sm_80 and up).
+
+The step's own config for the shape comes with it (``Step.default_config``: its tuned entry or
+its shape rule), so the kernel is the one the table's row measured wherever the shape was
+measured. ``why`` says which of the three cases chose.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .config import ConfigError, check_sizes
+
+TABLE_PATH = Path(__file__).resolve().parent / "tuned" / "dispatch.json"
+SCHEMA = "dispatch-1"
+PRECISIONS = ("fp32", "tf32")
+# The portable rule, for an arch no table covers: the step per precision, and why.
+PORTABLE = {"fp32": 11, "tf32": 13}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What ``fastest`` picked: the step, its config for the shape, and why."""
+
+    step: object  # a schedules.Step
+    config: object  # the step's Config dataclass
+    why: str
+    measured_ms: float | None = None  # the table's time of this step at this very shape, if measured
+
+
+def family(arch: str) -> str:
+    """The table an arch reads: sm_90a runs what sm_90 measured (a Hopper GPU reports sm_90)."""
+    return "sm_90" if arch in ("sm_90", "sm_90a") else arch
+
+
+def validate(doc: dict) -> dict:
+    """A dispatch table: {schema, generated_by, gpus: [{gpu, slug, arch, date, shape_set_sha256,
+    precisions: {precision: {steps: [n, ...], shapes: [[M, N, K, [ms per step, null where it
+    failed]], ...]}}}]}; ConfigError, one line, where it is not one."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("gpus"), list):
+        raise ConfigError(f"{TABLE_PATH.name} is not a {SCHEMA} table")
+    for entry in doc["gpus"]:
+        for key in ("gpu", "slug", "arch", "date", "precisions"):
+            if key not in entry:
+                raise ConfigError(f"{TABLE_PATH.name}: a GPU entry lacks {key!r}")
+        for precision, table in entry["precisions"].items():
+            if precision not in PRECISIONS:
+                raise ConfigError(f"{TABLE_PATH.name}: unknown precision {precision!r}")
+            steps = table["steps"]
+            for row in table["shapes"]:
+                if len(row) != 4 or len(row[3]) != len(steps):
+                    raise ConfigError(f"{TABLE_PATH.name}: a row of {entry['slug']} {precision} does not "
+                                      f"give one time per step")
+    return doc
+
+
+@lru_cache(maxsize=None)
+def _load(path: str) -> dict:
+    p = Path(path)
+    if not p.exists():
+        return {"schema": SCHEMA, "gpus": []}
+    try:
+        return validate(json.loads(p.read_text()))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{p.name} is not JSON: {exc}") from None
+
+
+def table(path: Path | None = None) -> dict:
+    """The committed dispatch table (an empty one where none is committed)."""
+    return _load(str(TABLE_PATH if path is None else path))
+
+
+def gpu_entry(arch: str, gpu: str | None = None, doc: dict | None = None) -> dict | None:
+    """`doc`'s (default: the committed table's) entry for `gpu` (a slug or a name), else the
+    first entry measured on an arch of `arch`'s family; None where there is none."""
+    entries = (table() if doc is None else doc)["gpus"]
+    if gpu is not None:
+        for e in entries:
+            if gpu in (e["slug"], e["gpu"]):
+                return e
+        known = ", ".join(e["slug"] for e in entries) or "none"
+        raise ConfigError(f"no dispatch table for GPU {gpu!r}; tables: {known}")
+    return next((e for e in entries if family(e["arch"]) == family(arch)), None)
+
+
+def log_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    """Euclidean distance between two shapes in log2 of each dimension."""
+    return math.sqrt(sum((math.log2(x) - math.log2(y)) ** 2 for x, y in zip(a, b)))
+
+
+def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | None = None,
+           doc: dict | None = None, allow=None) -> Choice:
+    """``schedules.fastest`` over `steps` (the registry, passed in: this module sits below it);
+    `allow(step)`, if given, leaves out the steps it refuses (a model takes only kernels that
+    build without the ladder's own lowering passes: schedules/relax_dispatch.py)."""
+    check_sizes(M, N, K)
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    by_number = {s.number: s for s in steps if allow is None or allow(s)}
+    shape = (M, N, K)
+    entry = gpu_entry(arch, gpu, doc)
+    measured = (entry or {}).get("precisions", {}).get(precision)
+    if measured:
+        runnable = [i for i, n in enumerate(measured["steps"])
+                    if n in by_number and by_number[n].runs_on(arch) and by_number[n].precision == precision]
+        rows = [(tuple(r[:3]), r[3]) for r in measured["shapes"] if any(r[3][i] is not None for i in runnable)]
+        if runnable and rows:
+            at, times = min(rows, key=lambda r: (log_distance(r[0], shape), r[0]))
+            best = min((i for i in runnable if times[i] is not None), key=lambda i: times[i])
+            step = by_number[measured["steps"][best]]
+            where = f"{entry['gpu']}, {entry['date'][:10]}"
+            among = ", ".join(str(measured["steps"][i]) for i in runnable)
+            if at == shape:
+                why = f"fastest of steps {among} measured at this shape ({where})"
+                return Choice(step, step.default_config(M, N, K), why, times[best])
+            why = f"fastest of steps {among} at the nearest measured shape {'x'.join(map(str, at))} ({where})"
+            return Choice(step, step.default_config(M, N, K), why)
+    if PORTABLE[precision] not in by_number:
+        raise ConfigError(f"no {precision} step is allowed at {M}x{N}x{K} on {arch}")
+    step = by_number[PORTABLE[precision]]
+    return Choice(step, step.default_config(M, N, K),
+                  f"no {precision} measurements for {family(arch)}: the portable rule (step {step.number})")

@@ -1,0 +1,241 @@
+"""python -m steps.model: a transformer block's linear layers through TVM with the ladder's kernels,
+with dlight's defaults, and in PyTorch eager fp32.
+
+    python -m steps.model                          # d 1024, tokens 1 to 8192, torch's frontend where installed
+    python -m steps.model --tokens 1024 4096 --d 2048
+    python -m steps.model --frontend nn            # the block from Relax's nn frontend (no torch)
+    python -m steps.model --save                   # results/<gpu>/model.json, model.txt and model.png
+
+The model and the three ways are steps/measure/model.py's. Per token count: the block is
+imported into Relax (from torch.export through from_exported_program, or from Relax's nn
+frontend), compiled twice (``ladder``: schedules.relax_dispatch gives each matmul the kernel
+``schedules.fastest`` picks among those that build in a model; ``dlight``: TVM's default CUDA
+pipeline), and run in PyTorch eager fp32 with TF32 off (cuBLAS SGEMM: the fp32 peer). Each
+output is checked against a float64 run of the same block on the same input (relative error
+at most 1e-5). Then the three are timed in alternating rounds in one process, end to end: one
+forward call each, warm, the median of its samples (TVM's time_evaluator over the VM's
+``forward``; CUDA events around torch's), the median over rounds. Bad input gets one line and
+exit 2; a failed check exits 1 and saves nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import schedules
+from schedules import ConfigError
+
+from .. import results
+from ..measure import harness
+from ..measure import model as block
+from ..report.pipes import quiet_broken_pipe
+from . import options
+
+PROG = "python -m steps.model"
+JSON_NAME, TEXT_NAME, PLOT_NAME = "model.json", "model.txt", "model.png"
+TOKENS = (1, 16, 128, 512, 1024, 2048, 4096, 8192)
+WAYS = ("ladder", "dlight", "torch")
+TOLERANCE = 1e-5
+# Issue 31's bars: the ladder's way >= 1.5x dlight's end to end, >= 1.2x torch eager at >= 1024 tokens.
+BAR_DLIGHT, BAR_TORCH, BAR_TOKENS = 1.5, 1.2, 1024
+
+
+def parser() -> argparse.ArgumentParser:
+    p = options.new_parser(PROG, __doc__.strip())
+    p.add_argument("--d", type=options._positive, default=1024, help="model width d (default 1024)")
+    p.add_argument("--tokens", type=options._positive, nargs="+", default=list(TOKENS), metavar="T",
+                   help=f"token counts (default {' '.join(map(str, TOKENS))})")
+    p.add_argument("--frontend", choices=("torch", "nn"), default=None,
+                   help="how the block reaches Relax (default: torch where installed, else nn)")
+    p.add_argument("--rounds", type=options._positive, default=5, help="alternating rounds (default 5)")
+    p.add_argument("--repeat", type=options._positive, default=10, help="samples per round (default 10)")
+    p.add_argument("--arch", default="sm_90a", help="the arch the model is compiled for (default sm_90a)")
+    options.add_seed_option(p)
+    p.add_argument("--save", action="store_true", help=f"write results/<gpu>/{JSON_NAME}, {TEXT_NAME}, {PLOT_NAME}")
+    p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
+    return p
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _tvm_way(mod, entry: str, params, way: str, arch: str, x: np.ndarray, dev):
+    import tvm
+    from tvm import relax
+
+    started = time.monotonic()
+    ex, chosen = block.compile_block(mod, way, arch)
+    vm = relax.VirtualMachine(ex, dev)
+    lifted = vm[f"{entry}_transform_params"]([tvm.runtime.tensor(p, dev) for p in params])
+    xt = tvm.runtime.tensor(x, dev)
+    out = vm[entry](xt, *lifted)
+    if not hasattr(out, "numpy"):  # torch's exported programs return a tuple of outputs
+        out = out[0]
+    out = out.numpy()
+    compile_s = time.monotonic() - started
+
+    def sample(repeat: int) -> float:
+        res = vm.time_evaluator(entry, dev, number=1, repeat=repeat)(xt, *lifted)
+        return statistics.median(r * 1e3 for r in res.results)
+
+    sample(3)  # warm
+    return out, sample, chosen, compile_s
+
+
+def _torch_way(d, w, x: np.ndarray):
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    model = block.torch_block(d, w).cuda()
+    xt = torch.from_numpy(x).cuda()
+    with torch.no_grad():
+        out = model(xt).cpu().numpy()
+
+    def sample(repeat: int) -> float:
+        times = []
+        with torch.no_grad():
+            for _ in range(repeat):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                model(xt)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+        return statistics.median(times)
+
+    sample(3)
+    return out, sample
+
+
+def measure(d: int, tokens: int, frontend: str, arch: str, rounds: int, repeat: int, seed) -> dict:
+    import tvm
+
+    rng = np.random.default_rng(seed)
+    w = block.weights(d, int(rng.integers(2**31)))
+    x = rng.uniform(-1, 1, (1, tokens, d)).astype(np.float32)
+    mod, entry, params = (block.torch_relax_block(d, tokens, w) if frontend == "torch"
+                          else block.relax_block(d, tokens, w))
+    dev = tvm.cuda(0)
+    ref = block.reference(x, w)
+    outs, samplers, row = {}, {}, {"tokens": tokens, "M": tokens, "d": d}
+    for way in ("ladder", "dlight"):
+        outs[way], samplers[way], chosen, compile_s = _tvm_way(mod, entry, params, way, arch, x, dev)
+        row[f"{way}_compile_s"] = compile_s
+        if way == "ladder":
+            row["steps"] = {"x".join(map(str, mnk)): step for mnk, step in chosen}
+    if torch_available():
+        outs["torch"], samplers["torch"] = _torch_way(d, w, x)
+    samples = {way: [] for way in samplers}
+    for _ in range(rounds):
+        for way, sample in samplers.items():
+            samples[way].append(sample(repeat))
+    for way in samplers:
+        row[way] = {"median_ms": statistics.median(samples[way]), "rounds_ms": samples[way],
+                    "rel_err": harness.relative_error(outs[way].reshape(ref.shape), ref)}
+    row["vs_dlight"] = row["dlight"]["median_ms"] / row["ladder"]["median_ms"]
+    if "torch" in row:
+        row["vs_torch"] = row["torch"]["median_ms"] / row["ladder"]["median_ms"]
+    return row
+
+
+def format_report(doc: dict) -> str:
+    env = doc["environment"]
+    has_torch = any("torch" in r for r in doc["rows"])
+    lines = [f"A transformer block's linear layers (d {doc['d']}, fp32, {doc['frontend']} frontend) on {env['gpu']} "
+             f"(driver {env.get('driver')}, TVM {env.get('tvm_version')}, {env['date'][:10]}): end to end, one forward "
+             f"call, median of {doc['rounds']} alternating rounds of {doc['repeat']} samples",
+             f"{'tokens':>6}  {'ladder ms':>9}  {'dlight ms':>9}" + (f"  {'torch ms':>9}" if has_torch else "")
+             + f"  {'x dlight':>8}" + (f"  {'x torch':>7}" if has_torch else "") + "  rel err (ladder, dlight"
+             + (", torch)" if has_torch else ")") + "  ladder steps"]
+    for r in doc["rows"]:
+        steps = ",".join(sorted({str(s) for s in r.get("steps", {}).values()})) or "-"
+        line = f"{r['tokens']:>6}  {r['ladder']['median_ms']:>9.4f}  {r['dlight']['median_ms']:>9.4f}"
+        if has_torch:
+            line += f"  {r['torch']['median_ms']:>9.4f}"
+        line += f"  {r['vs_dlight']:>7.2f}x"
+        if has_torch:
+            line += f"  {r['vs_torch']:>6.2f}x"
+        errs = [r[w]["rel_err"] for w in WAYS if w in r]
+        lines.append(line + "  " + ", ".join(f"{e:.1e}" for e in errs) + f"  {steps}")
+    lines.append(verdict(doc))
+    return "\n".join(lines)
+
+
+def verdict(doc: dict) -> str:
+    rows = doc["rows"]
+    worst_dlight = min(r["vs_dlight"] for r in rows)
+    parts = [f"x dlight at least {worst_dlight:.2f} (bar {BAR_DLIGHT:g})"]
+    big = [r for r in rows if r["tokens"] >= BAR_TOKENS and "vs_torch" in r]
+    if big:
+        parts.append(f"x torch at >= {BAR_TOKENS} tokens at least {min(r['vs_torch'] for r in big):.2f} (bar {BAR_TORCH:g})")
+    worst_err = max(r[w]["rel_err"] for r in rows for w in WAYS if w in r)
+    parts.append(f"largest error {worst_err:.1e} (bound {TOLERANCE:g})")
+    return "; ".join(parts)
+
+
+def plot(doc: dict, path: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tokens = [r["tokens"] for r in doc["rows"]]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    for way, style in (("ladder", "o-"), ("dlight", "s--"), ("torch", "^:")):
+        if all(way in r for r in doc["rows"]):
+            ax.plot(tokens, [r[way]["median_ms"] for r in doc["rows"]], style, label={
+                "ladder": "TVM, the ladder's kernels", "dlight": "TVM, dlight's defaults",
+                "torch": "PyTorch eager fp32 (TF32 off)"}[way])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens")
+    ax.set_ylabel("ms per forward call")
+    ax.set_title(f"Transformer block linears, d {doc['d']}, {doc['environment']['gpu']}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return [path.name]
+
+
+@quiet_broken_pipe
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        schedules.target(args.arch)  # an unknown arch: one line
+        frontend = args.frontend or ("torch" if torch_available() else "nn")
+        if frontend == "torch" and not torch_available():
+            raise options.UsageError("--frontend torch needs PyTorch (pip install torch); or --frontend nn")
+        for t in args.tokens:
+            schedules.config.check_sizes(t, 4 * args.d, 4 * args.d)
+        if not harness.gpu_present():
+            raise options.UsageError("no CUDA GPU found: the model is checked and timed on one")
+    except (options.UsageError, ConfigError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return options.EXIT_USAGE
+    rows, failed = [], []
+    for t in args.tokens:
+        row = measure(args.d, t, frontend, args.arch, args.rounds, args.repeat, args.seed)
+        rows.append(row)
+        for way in WAYS:
+            if way in row and not row[way]["rel_err"] <= TOLERANCE:
+                failed.append(f"{way} at {t} tokens: relative error {row[way]['rel_err']:.1e} > {TOLERANCE:g}")
+        print(f"{t} tokens: ladder {row['ladder']['median_ms']:.4f} ms, dlight {row['dlight']['median_ms']:.4f} ms"
+              + (f", torch {row['torch']['median_ms']:.4f} ms" if "torch" in row else ""), file=sys.stderr, flush=True)
+    doc = {"schema": "model-1", "environment": harness.environment(), "d": args.d, "frontend": frontend,
+           "arch": args.arch, "rounds": args.rounds, "repeat": args.repeat, "rows": rows}
+    return options.report_and_save(doc, format_report(doc), failed, args.save, args.results_dir, JSON_NAME, TEXT_NAME,
+                                   extra=lambda gpu_dir: plot(doc, gpu_dir / PLOT_NAME))

@@ -1,0 +1,142 @@
+"""A real model through TVM three ways: with the ladder's kernels, with dlight's defaults, and PyTorch eager.
+
+The model is a transformer block's linear layers, fp32, random weights (no download):
+
+    q, k, v = split(qkv(x))           qkv:  Linear(d, 3d)
+    h = x + o(q * k + v)              o:    Linear(d, d)
+    y = h + down(gelu(up(h)))         up:   Linear(d, 4d), down: Linear(4d, d)
+
+Every Linear has a bias; GELU is the erf form (torch's default). The attention core,
+softmax(q k^T) v over heads, is left out: its batched products are not the layouts this model
+exercises, and ``q * k + v`` in its place keeps all three projections live at the same cost
+in matmuls. At T tokens the four products are T x 3d x d, T x d x d, T x 4d x d and T x d x 4d.
+
+It is defined twice with the same weights: in Relax's ``nn`` frontend (always available: the
+CI path) and in PyTorch (``torch_block``), whose exported program Relax imports with
+``tvm.relax.frontend.torch.from_exported_program`` where torch is installed. Both give the same
+Relax module up to names. Each is compiled after ``LiftTransformParams`` (the weights'
+transposes, nn.Linear's W^T, run once when the weights are loaded, not in every forward pass:
+what every TVM deployment does), then either through the ladder's pipeline
+(``schedules.relax_dispatch.pipeline``: each matmul whose pick is a Hopper kernel placed at the
+Relax level, the others scheduled by the dlight rule ``LadderMatmul`` with their bias, GELU and
+residual add fused into the store) or through TVM's default pipeline (dlight's rules for every
+kernel).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LAYERS = (("qkv", 3, 1), ("o", 1, 1), ("up", 4, 1), ("down", 1, 4))  # (name, out / d, in / d)
+
+
+def weights(d: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """nn.Linear's layout and initialisation: W [out, in] and b [out], uniform in +-1/sqrt(in)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, o, i in LAYERS:
+        bound = 1 / math.sqrt(i * d)
+        out[f"{name}.weight"] = rng.uniform(-bound, bound, (o * d, i * d)).astype(np.float32)
+        out[f"{name}.bias"] = rng.uniform(-bound, bound, (o * d,)).astype(np.float32)
+    return out
+
+
+def reference(x: np.ndarray, w: dict[str, np.ndarray]) -> np.ndarray:
+    """The block in float64 (numpy): what every way is checked against."""
+    from math import sqrt
+
+    def linear(v, name):
+        return v @ w[f"{name}.weight"].astype(np.float64).T + w[f"{name}.bias"].astype(np.float64)
+
+    def gelu(v):
+        try:
+            from scipy.special import erf
+        except ImportError:
+            erf = np.vectorize(math.erf, otypes=[np.float64])
+        return 0.5 * v * (1 + erf(v / sqrt(2)))
+
+    x = x.astype(np.float64)
+    q, k, v = np.split(linear(x, "qkv"), 3, axis=-1)
+    h = x + linear(q * k + v, "o")
+    return h + linear(gelu(linear(h, "up")), "down")
+
+
+def relax_block(d: int, tokens: int, w: dict[str, np.ndarray] | None = None):
+    """The block in Relax's nn frontend: (IRModule, its entry function's name, the weights of
+    `w` in the order it takes them after its input; [] without `w`)."""
+    from tvm.relax.frontend import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            q, k, v = nn.op.split(self.qkv(x), 3, axis=-1)
+            h = x + self.o(q * k + v)
+            return h + self.down(nn.op.gelu(self.up(h)))
+
+    mod, params = Block().export_tvm(spec={"forward": {"x": nn.spec.Tensor((1, tokens, d), "float32")}})
+    return mod, "forward", [w[name] for name, _ in params] if w is not None else []
+
+
+def torch_block(d: int, w: dict[str, np.ndarray]):
+    """The same block as a torch.nn.Module, fp32, with the weights of `w` (torch needed)."""
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.o = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+            self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            h = x + self.o(q * k + v)
+            return h + self.down(torch.nn.functional.gelu(self.up(h)))
+
+    block = Block()
+    with torch.no_grad():
+        for name, value in w.items():
+            block.get_parameter(name).copy_(torch.from_numpy(value))
+    return block.eval()
+
+
+def torch_relax_block(d: int, tokens: int, w: dict[str, np.ndarray]):
+    """The torch block imported into Relax (torch.export, then from_exported_program, weights
+    kept as inputs and detached): (IRModule, entry function's name, weights in its order)."""
+    import torch
+    from tvm.relax.frontend import detach_params
+    from tvm.relax.frontend.torch import from_exported_program
+
+    block = torch_block(d, w)
+    exported = torch.export.export(block, (torch.zeros(1, tokens, d),))
+    mod, params = detach_params(from_exported_program(exported, keep_params_as_input=True))
+    func = mod["main"]
+    if func.attrs is None or "num_input" not in func.attrs:  # what LiftTransformParams reads
+        mod["main"] = func.with_attr("num_input", 1)
+    return mod, "main", [p.numpy() for p in params["main"]]
+
+
+def compile_block(mod, way: str, arch: str):
+    """mod compiled the `way` asked: "ladder" (schedules.relax_dispatch.pipeline: the Hopper
+    kernels placed at the Relax level, the dlight rule LadderMatmul for the rest, epilogues
+    fused) or "dlight" (TVM's default CUDA pipeline). Returns (executable, [(M, N, K), step] per
+    distinct matmul the ladder took)."""
+    import tvm
+    from tvm import relax
+
+    import schedules
+    from schedules import relax_dispatch
+
+    mod = relax.transform.LiftTransformParams()(mod)
+    if way == "dlight":
+        with tvm.transform.PassContext(opt_level=3):
+            return tvm.compile(mod, target=schedules.target(arch)), []
+    relax_pipeline, dispatch, rule = relax_dispatch.pipeline(arch)
+    with tvm.transform.PassContext(opt_level=3, config=relax_dispatch.PASS_CONFIG):
+        ex = tvm.compile(mod, target=schedules.target(arch), relax_pipeline=relax_pipeline)
+    chosen = list(dispatch.chosen) + [(mnk, step) for mnk, step, _ in rule.chosen]
+    return ex, chosen

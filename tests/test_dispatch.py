@@ -1,0 +1,111 @@
+"""The dispatch rule (schedules/dispatch.py, schedules.fastest): which step for which shape, from a
+table of measurements, without a GPU. The committed table's picks are checked in test_gpu_bench.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import schedules
+from schedules import ConfigError, dispatch
+
+
+def table(rows, steps=(11, 14, 19), arch="sm_90", gpu="Fake GPU", precision="fp32"):
+    return dispatch.validate({"schema": dispatch.SCHEMA, "gpus": [{
+        "gpu": gpu, "slug": gpu.lower().replace(" ", "-"), "arch": arch, "date": "2026-11-25T00:00:00+00:00",
+        "precisions": {precision: {"steps": list(steps), "shapes": [list(s) + [list(t)] for s, t in rows]}}}]})
+
+
+ROWS = [((4096, 4096, 4096), (3.0, 2.0, 1.1)),   # step 19 fastest
+        ((512, 512, 512), (0.011, 0.010, 0.019)),  # step 14
+        ((64, 64, 65536), (0.024, 0.5, 0.3)),      # step 11
+        ((1, 4096, 4096), (0.027, None, None))]    # only step 11 ran
+
+
+def test_a_measured_shape_gets_its_fastest_step_and_that_steps_config():
+    doc = table(ROWS)
+    for shape, expected in (((4096, 4096, 4096), 19), ((512, 512, 512), 14), ((64, 64, 65536), 11),
+                            ((1, 4096, 4096), 11)):
+        choice = schedules.fastest(*shape, doc=doc)
+        assert choice.step.number == expected and "measured at this shape" in choice.why
+        assert choice.config == choice.step.default_config(*shape)
+        assert choice.measured_ms == min(t for t in dict(ROWS)[shape] if t is not None)
+
+
+def test_an_unseen_shape_takes_the_pick_of_its_nearest_shape_in_log_space():
+    doc = table(ROWS)
+    near = schedules.fastest(3000, 3000, 3000, doc=doc)
+    assert near.step.number == 19 and "nearest measured shape 4096x4096x4096" in near.why
+    assert near.measured_ms is None
+    assert schedules.fastest(600, 500, 400, doc=doc).step.number == 14
+    # log distance: K = 32768 is one factor of two from 65536, while 512 is 64x from 32768
+    assert schedules.fastest(100, 100, 32768, doc=doc).step.number == 11
+    assert dispatch.log_distance((1, 2, 4), (2, 4, 8)) == pytest.approx(3 ** 0.5)
+
+
+def test_steps_that_cannot_run_on_the_arch_are_never_picked():
+    doc = table(ROWS, arch="sm_80")
+    # an sm_80 table holding step 19 (it cannot run there): the best of the others
+    assert schedules.fastest(4096, 4096, 4096, arch="sm_80", doc=doc).step.number == 14
+
+
+def test_an_arch_without_a_table_gets_the_portable_rule():
+    doc = table(ROWS)
+    for arch in ("sm_80", "sm_86", "sm_89"):
+        choice = schedules.fastest(4096, 4096, 4096, arch=arch, doc=doc)
+        assert choice.step.number == 11 and "portable rule" in choice.why
+    assert schedules.fastest(4096, 4096, 4096, precision="tf32", doc=doc).step.number == 13
+    # sm_90a reads what sm_90 measured
+    assert schedules.fastest(4096, 4096, 4096, arch="sm_90a", doc=doc).step.number == 19
+
+
+def test_a_tf32_table_never_picks_an_fp32_step_and_vice_versa():
+    doc = table([((2048, 2048, 2048), (0.2, 0.05))], steps=(13, 18), precision="tf32")
+    assert schedules.fastest(2048, 2048, 2048, precision="tf32", doc=doc).step.number == 18
+    assert schedules.fastest(2048, 2048, 2048, precision="fp32", doc=doc).step.number == 11  # no fp32 rows
+    mixed = table([((2048, 2048, 2048), (0.2, 0.05))], steps=(11, 18))  # a tf32 step filed under fp32
+    assert schedules.fastest(2048, 2048, 2048, doc=mixed).step.number == 11
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(precision="fp16"), "precision"),
+    (dict(arch="sm_75"), "unknown arch"),
+    (dict(gpu="No Such GPU"), "no dispatch table for GPU"),
+])
+def test_bad_input_is_one_line(kwargs, words):
+    with pytest.raises(ConfigError, match=words):
+        schedules.fastest(64, 64, 64, doc=table(ROWS), **kwargs)
+    with pytest.raises(ConfigError, match="positive"):
+        schedules.fastest(0, 64, 64)
+
+
+def test_a_broken_table_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="not a dispatch-1 table"):
+        dispatch.validate({"schema": "x"})
+    bad = table(ROWS)
+    bad["gpus"][0]["precisions"]["fp32"]["shapes"][0][3] = [1.0]
+    with pytest.raises(ConfigError, match="one time per step"):
+        dispatch.validate(bad)
+    path = tmp_path / "dispatch.json"
+    path.write_text("{")
+    with pytest.raises(ConfigError, match="not JSON"):
+        dispatch._load(str(path))
+
+
+def test_the_committed_table_is_valid_and_covers_the_shape_set():
+    from steps.results import shapeset
+
+    doc = dispatch.table()
+    if not doc["gpus"]:
+        pytest.skip("no dispatch table committed yet (python -m steps.bench --save on a GPU writes it)")
+    every = {s for _, s in shapeset.load().shapes()}
+    for entry in doc["gpus"]:
+        fp32 = entry["precisions"]["fp32"]
+        assert {tuple(r[:3]) for r in fp32["shapes"]} == every, entry["slug"]
+        assert all(schedules.get_step(n).precision == "fp32" for n in fp32["steps"])
+        # every measured shape picks a step the table timed there, fastest
+        for M, N, K, times in fp32["shapes"]:
+            choice = schedules.fastest(M, N, K, gpu=entry["slug"])
+            assert choice.measured_ms == min(t for t in times if t is not None)
+    assert json.loads(dispatch.TABLE_PATH.read_text())["schema"] == dispatch.SCHEMA

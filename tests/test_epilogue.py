@@ -1,0 +1,97 @@
+"""The fused epilogue (schedules/epilogue.py): D = act(alpha * A @ B + bias + beta * C_in) in the
+step's store. The math runs here on the CPU (the unscheduled function, built for llvm); the
+schedules are built for CUDA and read: one kernel fused, two separate. On a GPU:
+tests/test_gpu_epilogue.py and python -m steps.epilogue."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+import tvm
+
+import schedules
+from schedules import ConfigError
+from schedules.epilogue import Epilogue
+from schedules.matmul import matmul_epilogue
+
+EPILOGUES = [Epilogue(bias=True), Epilogue(bias=True, activation="relu"), Epilogue(bias=True, activation="gelu"),
+             Epilogue(alpha=2.0, beta=-0.5), Epilogue(bias=True, activation="gelu", alpha=0.5, beta=1.0),
+             Epilogue()]
+
+
+def reference(a, b, bias, c_in, ep):
+    v = ep.alpha * (a.astype(np.float64) @ b.astype(np.float64))
+    if ep.bias:
+        v = v + bias[None, :]
+    if ep.reads_c:
+        v = v + ep.beta * c_in
+    if ep.activation == "relu":
+        v = np.maximum(v, 0)
+    elif ep.activation == "gelu":
+        v = 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))
+    return v
+
+
+@pytest.mark.parametrize("ep", EPILOGUES, ids=lambda e: e.describe())
+def test_the_epilogue_computes_what_it_says_on_the_cpu(ep):
+    M, N, K = 24, 40, 16
+    lib = tvm.compile(matmul_epilogue(M, N, K, ep), target="llvm")
+    rng = np.random.default_rng(3)
+    a, b = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (K, N)))
+    bias, c_in = rng.uniform(-1, 1, N).astype(np.float32), rng.uniform(-1, 1, (M, N)).astype(np.float32)
+    dev = tvm.cpu()
+    args = [a, b] + ([bias] if ep.bias else []) + ([c_in] if ep.reads_c else []) + [np.full((M, N), np.nan, np.float32)]
+    assert len(args) == len(ep.params())
+    tensors = [tvm.runtime.tensor(x, dev) for x in args]
+    lib["main"](*tensors)
+    out = tensors[-1].numpy().astype(np.float64)
+    ref = reference(a, b, bias, c_in, ep)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-6
+
+
+def kernels(source: str) -> set[str]:
+    return set(re.findall(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", source))
+
+
+@pytest.mark.parametrize("step", [1, 3, 6, 9, 10, 11, 12, 13])
+@pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1000, 1500, 700), (256, 256, 16384)])
+def test_fused_is_one_kernel_and_separate_is_two_more(step, shape):
+    ep = Epilogue(bias=True, activation="gelu")
+    bare = kernels(schedules.cuda_source(schedules.build(step, *shape)))
+    fused = schedules.cuda_source(schedules.build(step, *shape, epilogue=ep))
+    separate = schedules.cuda_source(schedules.build(step, *shape, epilogue=ep, fused=False))
+    assert len(kernels(fused)) == len(bare)  # the epilogue adds no kernel
+    assert len(kernels(separate)) == len(bare) + 1
+    assert "erff(" in fused and "erff(" in separate
+    # fused: no global buffer between the product and the epilogue (the product stays in registers)
+    assert "C_ptr" not in fused and "C_ptr" in separate and "D_ptr" in fused
+
+
+def test_steps_without_the_base_matmul_say_so_in_one_line():
+    for step in (14, 15, 19):
+        with pytest.raises(ConfigError, match=f"step {step} has no fused epilogue"):
+            schedules.get_step(step).schedule(512, 512, 512, None, Epilogue(bias=True))
+
+
+def test_bad_epilogues_are_one_line():
+    with pytest.raises(ConfigError, match="activation"):
+        Epilogue(activation="tanh")
+    with pytest.raises(ConfigError, match="alpha"):
+        Epilogue(alpha=float("nan"))
+    assert Epilogue().is_identity and not Epilogue(beta=1).is_identity
+    assert Epilogue(bias=True, beta=1).params() == ("A", "B", "bias", "C_in", "D")
+
+
+def test_a_measuring_command_saves_whole_or_not_at_all(tmp_path, capsys):
+    from steps.commands import options
+
+    doc = {"environment": {"gpu": "Fake GPU"}, "rows": [1]}
+    assert options.report_and_save(doc, "table", ["x at 1: wrong"], True, tmp_path, "e.json", "e.txt") == 1
+    assert not any(tmp_path.iterdir()) and "FAILED x at 1: wrong" in capsys.readouterr().err
+    extra = lambda gpu_dir: [(gpu_dir / "e.png").write_bytes(b"png") and "e.png"]  # noqa: E731
+    assert options.report_and_save(doc, "table", [], True, tmp_path, "e.json", "e.txt", extra) == 0
+    assert sorted(p.name for p in (tmp_path / "fake-gpu").iterdir()) == ["e.json", "e.png", "e.txt"]
+    assert (tmp_path / "fake-gpu" / "e.txt").read_text() == "table\n"

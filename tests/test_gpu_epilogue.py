@@ -1,0 +1,46 @@
+"""On a CUDA GPU: the fused epilogue (schedules/epilogue.py) is correct for every step that takes
+it, fused and separate, on shapes that pad, split K and divide; python -m steps.epilogue runs."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import schedules
+from schedules.epilogue import Epilogue
+from steps.commands import epilogue as command
+from steps.measure import harness
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("step", [3, 6, 10, 11, 13])
+@pytest.mark.parametrize("shape", [(256, 256, 256), (1000, 1500, 700), (128, 128, 8192), (1, 4096, 1024), (4099, 1, 1000)])
+@pytest.mark.parametrize("fused", [True, False])
+def test_the_epilogue_is_correct_on_the_gpu(step, shape, fused):
+    import tvm
+
+    M, N, K = shape
+    ep = Epilogue(bias=True, activation="gelu", alpha=0.5, beta=1.0)
+    lib = schedules.build(step, M, N, K, arch=harness.gpu_arch(), epilogue=ep, fused=fused)
+    rng = np.random.default_rng(7)
+    a, b = harness.random_operands(M, N, K, rng)
+    bias, c_in = rng.uniform(-1, 1, N).astype(np.float32), rng.uniform(-1, 1, (M, N)).astype(np.float32)
+    dev = tvm.cuda(0)
+    args = [tvm.runtime.tensor(v, dev) for v in (a, b, bias, c_in, np.full((M, N), np.nan, np.float32))]
+    lib["main"](*args)
+    dev.sync()
+    ref = command.reference(a, b, bias, c_in, ep)
+    bound = harness.TF32_TOLERANCE if schedules.get_step(step).precision == "tf32" else harness.TOLERANCE
+    assert harness.relative_error(args[-1].numpy(), ref) <= bound
+
+
+def test_the_command_measures_and_checks_a_small_size():
+    proc = subprocess.run([sys.executable, "-m", "steps.epilogue", "--sizes", "512", "--rounds", "2", "--repeat", "5",
+                           "--activation", "relu", "--beta", "1"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "fused/bare" in proc.stdout and "FAILED" not in proc.stdout + proc.stderr

@@ -1,0 +1,29 @@
+"""On a CUDA GPU: python -m steps.model runs the block three ways and checks each against float64
+(the nn frontend always; torch's where PyTorch is installed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from steps.commands import model as command
+
+pytestmark = pytest.mark.gpu
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "steps.model", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("frontend", ["nn", "torch"])
+def test_the_model_runs_three_ways_and_passes_its_check(frontend):
+    if frontend == "torch" and not command.torch_available():
+        pytest.skip("PyTorch not installed: pip install torch")
+    proc = run("--frontend", frontend, "--d", "256", "--tokens", "16", "512", "--rounds", "1", "--repeat", "3",
+               "--seed", "4")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "largest error" in proc.stdout and "FAILED" not in proc.stdout + proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines() if line.strip().split()[:1] in (["16"], ["512"])]
+    assert len(rows) == 2
