@@ -14,18 +14,20 @@ schedule wins. ``LadderMatmul.apply``:
    after it that read its result at the same index: the product's operands may have leading
    dimensions (folded into M: a [b, t, k] activation is a (b t) x k matrix, the way
    ``nn.Linear`` applies to a batch of tokens), B may be K x N (NN) or N x K (NT, x @ W^T without
-   a transpose), and a leading dimension of B (a batched matmul: attention's products) is
-   declined, like anything else it does not recognise (another dtype, a symbolic shape, a
-   producer block before the product): it returns None and the next rule takes the function.
-2. **Chooses** the step with ``schedules.fastest`` for (M, N, K), among the steps that are
+   a transpose). Where B has every leading dimension of the product too (a batched matmul:
+   attention's q k^T and p v) they are a batch instead, one product per index, bound to
+   blockIdx.z (schedules/batched.py). B broadcast over some leading dims only is declined, like
+   anything else it does not recognise (another dtype, a symbolic shape, a producer block
+   before the product): it returns None and the next rule takes the function.
+2. **Chooses** the step with ``schedules.fastest`` for (M, N, K) (a batch: batches x M rows), among the steps that are
    schedules of a TensorIR block (1-13: 14 computes on split operands and 15-19 are kernels
    written out, which ``schedules/relax_dispatch.py`` places in a model at the Relax level) and
    build without a lowering pass of the ladder's own (``Step.builds_in_model``).
 3. **Rewrites** the product the way ``Step.schedule`` sees the base matmul: blocks ``A_pad``
    and ``B_pad`` copy the function's operands into a padded M x K and K x N (unfolding the
    leading dimensions, transposing B for NT), block ``C`` multiplies them, and ``C_pad`` stores
-   the product where the function stored it. The elementwise blocks stay as the function had
-   them.
+   the product where the function stored it (a batch: each block with the batch outermost,
+   ``batched_product``). The elementwise blocks stay as the function had them.
 4. **Schedules** it with the step (``Step.schedule_block``: tiles, shared memory, pipeline;
    the pad blocks folded into the copies, so the operands are read where they lie, with no copy
    kernel), then folds the elementwise blocks into the step's store (schedules/epilogue.py's
@@ -54,9 +56,13 @@ from tvm.s_tir.dlight.base import ScheduleRule
 from tvm.script import tirx as T
 from tvm.target import Target
 
-from . import STEPS, ConfigError, dispatch, padding
+from . import STEPS, ConfigError, batched, dispatch, padding
 
 BufferLoad = tvm.ir.expr.TensorLoad  # what tirx.BufferLoad(...) builds, as a class (TVM 0.27)
+
+# What the kernels need of the PassContext: cp.async where a schedule pipelines its copies
+# (steps 7-13), and buffers kept apart (schedules/relax_dispatch.py passes it on to a model).
+PASS_CONFIG = {"tirx.use_async_copy": True, "tirx.disable_storage_rewrite": True}
 
 # Block names the rewritten product uses; a function that has them already is declined.
 NAMES = ("A_pad", "B_pad", "C", "C_pad")
@@ -76,6 +82,14 @@ class Pattern:
     K: int
     transposed_b: bool
     epilogue: tuple[str, ...]  # the elementwise blocks after the product, in order
+    # The leading dimensions B shares with A and the product (a batched matmul: one product per
+    # index, attention's q k^T and p v): a grid axis of their own (schedules/batched.py), not
+    # folded into M. Empty where B is one matrix; `lead` is then what folds into M.
+    batch: tuple[int, ...] = ()
+
+    @property
+    def batches(self) -> int:
+        return math.prod(self.batch)
 
 
 def _ints(shape) -> tuple[int, ...] | None:
@@ -147,11 +161,14 @@ def match(func: tirx.PrimFunc) -> Pattern | None:
     *lead_vars, i, j = o_idx
     if x_idx != [*lead_vars, i, k]:
         return None
+    # B with every leading dimension of the product (batched) or none (leading dims folded into
+    # M); B broadcast over some of them only is declined.
+    y_lead, y_idx = (lead_vars, y_idx[len(lead_vars):]) if y_idx[:len(lead_vars)] == lead_vars and lead_vars else ([], y_idx)
     if y_idx == [k, j]:
         transposed = False
     elif y_idx == [j, k]:
         transposed = True
-    else:  # a batched B, or anything else
+    else:
         return None
     O, X, Y = store.buffer, xl.source, yl.source
     o_shape, x_shape, y_shape = (_ints(b.shape) for b in (O, X, Y))
@@ -161,8 +178,9 @@ def match(func: tirx.PrimFunc) -> Pattern | None:
     if extents is None or o_shape != tuple(extents[n] for n in o_idx):
         return None
     lead = o_shape[:-2]
-    M, N, K = math.prod(o_shape[:-1]), o_shape[-1], extents[k]
-    if x_shape != (*lead, o_shape[-2], K) or y_shape != ((N, K) if transposed else (K, N)):
+    batch = lead if y_lead else ()
+    M, N, K = math.prod(o_shape[len(batch):-1]), o_shape[-1], extents[k]
+    if x_shape != (*lead, o_shape[-2], K) or y_shape != (*batch, *((N, K) if transposed else (K, N))):
         return None
     # The blocks after it: elementwise over the product's shape, each writing a buffer of that
     # shape at its own iter vars, in order.
@@ -176,7 +194,7 @@ def match(func: tirx.PrimFunc) -> Pattern | None:
         if w is None or _ints(w.buffer.shape) != o_shape or _var_index(w.indices, list(b.iter_vars)) != list(range(len(o_shape))):
             return None
         epilogue.append(b.name_hint)
-    return Pattern(block.name_hint, X, Y, O, lead, M, N, K, transposed, tuple(epilogue))
+    return Pattern(block.name_hint, X, Y, O, () if batch else lead, M, N, K, transposed, tuple(epilogue), batch)
 
 
 def _unravel(m, lead: tuple[int, ...], rows: int) -> list:
@@ -249,6 +267,62 @@ def product(p: Pattern, cfg):
     return main
 
 
+def batched_product(p: Pattern, cfg):
+    """``product`` for a batched matmul: each block has the batch (the leading dimensions
+    flattened) as its outermost axis, which the schedule binds to blockIdx.z (schedules/batched.py);
+    A_pad, B_pad and the accumulator are batch x (the padded M x K, K x N, M x N)."""
+    M, N, K = p.M, p.N, p.K
+    Mp, Np, Kp = padding.padded_shape(cfg, M, N, K)
+    nb, X, Y, O = p.batches, p.X, p.Y, p.O
+
+    def at(b):  # the flattened batch index as indices into the leading dimensions
+        return _unravel(b, p.batch[:-1], p.batch[-1])
+
+    def a_at(b, m, k):
+        return tirx.BufferLoad(X, [*at(b), m, k])
+
+    def b_at(b, k, j):
+        return tirx.BufferLoad(Y, [*at(b), *([j, k] if p.transposed_b else [k, j])])
+
+    def point(buf, indices):
+        return tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(i, 1) for i in indices])
+
+    @T.prim_func(s_tir=True, check_well_formed=False)
+    def main():
+        with T.sblock("root"):
+            A_pad = T.sblock_alloc_buffer((nb, Mp, Kp), "float32")
+            B_pad = T.sblock_alloc_buffer((nb, Kp, Np), "float32")
+            C_acc = T.sblock_alloc_buffer((nb, Mp, Np), "float32")
+            for b, i, k in T.grid(nb, Mp, Kp):
+                with T.sblock("A_pad"):
+                    vb, vi, vk = T.axis.remap("SSS", [b, i, k])
+                    T.reads(point(X, a_at(vb, T.min(vi, M - 1), T.min(vk, K - 1)).indices))
+                    T.writes(A_pad[vb, vi, vk])
+                    A_pad[vb, vi, vk] = T.if_then_else(vi < M and vk < K, a_at(vb, T.min(vi, M - 1), T.min(vk, K - 1)),
+                                                       T.float32(0))
+            for b, k, j in T.grid(nb, Kp, Np):
+                with T.sblock("B_pad"):
+                    vb, vk, vj = T.axis.remap("SSS", [b, k, j])
+                    T.reads(point(Y, b_at(vb, T.min(vk, K - 1), T.min(vj, N - 1)).indices))
+                    T.writes(B_pad[vb, vk, vj])
+                    B_pad[vb, vk, vj] = T.if_then_else(vk < K and vj < N, b_at(vb, T.min(vk, K - 1), T.min(vj, N - 1)),
+                                                       T.float32(0))
+            for b, i, j, k in T.grid(nb, Mp, Np, Kp):
+                with T.sblock("C"):
+                    vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
+                    with T.init():
+                        C_acc[vb, vi, vj] = T.float32(0)
+                    C_acc[vb, vi, vj] = C_acc[vb, vi, vj] + A_pad[vb, vi, vk] * B_pad[vb, vk, vj]
+            for b, i, j in T.grid(nb, M, N):
+                with T.sblock("C_pad"):
+                    vb, vi, vj = T.axis.remap("SSS", [b, i, j])
+                    T.reads(C_acc[vb, vi, vj])
+                    T.writes(point(O, [*at(vb), vi, vj]))
+                    T.buffer_store(O, C_acc[vb, vi, vj], [*at(vb), vi, vj])
+
+    return main
+
+
 def _nest_of(stmt, name: str) -> bool:
     """Whether `stmt` is a loop nest around the block `name` (how Relax writes each block)."""
     while isinstance(stmt, tirx.For):
@@ -260,7 +334,7 @@ def rewrite(func: tirx.PrimFunc, p: Pattern, cfg) -> tirx.PrimFunc:
     """`func` with its matmul's loop nest replaced by ``product``'s blocks."""
     root = func.body.block
     stmts = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
-    new = product(p, cfg).body.block
+    new = (batched_product if p.batch else product)(p, cfg).body.block
     nests = list(new.body.seq) if isinstance(new.body, tirx.SeqStmt) else [new.body]
     at = [n for n, st in enumerate(stmts) if _nest_of(st, p.block)]
     if len(at) != 1:
@@ -289,6 +363,8 @@ def schedule(func: tirx.PrimFunc, p: Pattern, step, cfg) -> s_tir.Schedule:
     staged = padding.staged_operands(cfg, p.M, p.N, p.K)
     cfg = padding.effective_config(cfg, p.M, p.N, p.K)
     sch = s_tir.Schedule(rewrite(func, p, cfg))
+    if p.batch:
+        batched.bind_batch(sch, sch.get_sblock("C"))
     tiles = step.schedule_block(sch, sch.get_sblock("C"), padding.named_pads(sch), staged, cfg, p.N)
     # The elementwise blocks form a DAG (GELU reads the biased value twice): inline each but the
     # last into its consumers, so one block computes the whole epilogue from the product, then
@@ -332,10 +408,35 @@ class LadderMatmul(ScheduleRule):
             return None
         arch = arch_of(target) or "sm_90"
         try:
-            choice = dispatch.choose(p.M, p.N, p.K, self.precision, dispatch.family(arch), STEPS, self.gpu,
-                                     allow=rule_steps(p.M, p.N, p.K))
-            sch = schedule(func, p, choice.step, choice.config)
+            step, config = choose(p, self.precision, arch, self.gpu)
+            sch = schedule(func, p, step, config)
         except (ConfigError, RuntimeError):  # a config or schedule TVM refuses: not for the ladder
             return None
-        self.chosen.append(((p.M, p.N, p.K), choice.step.number, p.epilogue))
+        self.chosen.append(((p.M, p.N, p.K), step.number, p.epilogue))
         return sch
+
+
+def choose(p: Pattern, precision: str, arch: str, gpu: str | None = None):
+    """(step, config) for what ``match`` found: ``schedules.fastest``'s pick among the steps the
+    rule may take; for a batched product, at the shape of the same thread blocks side by side
+    (batches x M rows), with the batched config of that step (schedules/batched.py)."""
+    M = p.M * p.batches
+    choice = dispatch.choose(M, p.N, p.K, precision, dispatch.family(arch), STEPS, gpu,
+                             allow=rule_steps(M, p.N, p.K))
+    if not p.batch:
+        return choice.step, choice.config
+    return choice.step, batched.config(choice.step, p.batches, p.M, p.N, p.K)
+
+
+def build(func: tirx.PrimFunc, arch: str = "sm_90", precision: str = "fp32"):
+    """`func` (a matmul the rule recognises, e.g. ``batched.batched_matmul(...)``) scheduled by
+    the rule and compiled for `arch`; ConfigError, one line, where the rule declines it."""
+    from . import target
+
+    tgt = target(arch)
+    sch = LadderMatmul(precision).apply(func, tgt, False)
+    if sch is None:
+        raise ConfigError("the ladder's rule does not take this function (schedules/ladder_rule.py says what it takes)")
+    mod = tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")})
+    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIG):
+        return tvm.compile(mod, target=tgt)

@@ -43,11 +43,11 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from . import STEPS, ConfigError, dispatch, get_step
+from . import STEPS, ConfigError, dispatch, get_step, ladder_rule
 
-# What the ladder's kernels need of the PassContext: cp.async where a schedule pipelines its
-# copies (steps 7-14), and buffers kept apart. Harmless to the model's other kernels.
-PASS_CONFIG = {"tirx.use_async_copy": True, "tirx.disable_storage_rewrite": True}
+# What the ladder's kernels need of the PassContext (cp.async, buffers kept apart): the rule's,
+# harmless to the model's other kernels.
+PASS_CONFIG = ladder_rule.PASS_CONFIG
 OPAQUE = 8  # relax's OpPatternKind kOpaque: FuseOps fuses nothing into a call of it
 
 _MATMUL = tvm.ir.Op.get("relax.matmul")
@@ -151,11 +151,9 @@ def pipeline(arch: str = "sm_90a", precision: str = "fp32", gpu: str | None = No
     from tvm.relax.backend.cuda import pipeline as cuda
     from tvm.s_tir import dlight as dl
 
-    from .ladder_rule import LadderMatmul
-
     target = tvm.target.Target({"kind": "cuda", "arch": arch})
     dispatch_pass = DispatchMatmuls(arch, precision, gpu, kernels_only=True)
-    rule = LadderMatmul(precision, gpu)
+    rule = ladder_rule.LadderMatmul(precision, gpu)
     legalize = [tvm.relax.transform.LegalizeOps(), tvm.relax.transform.AnnotateTIROpPattern(),
                 tvm.relax.transform.FoldConstant(), tvm.relax.transform.FuseOps(), tvm.relax.transform.FuseTIR(),
                 dl.ApplyDefaultSchedule(rule, dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),

@@ -50,7 +50,7 @@ def bind_grid(sch: s_tir.Schedule, block_i, block_j, thread_i, thread_j) -> None
 
 def tile_grid(sch: s_tir.Schedule, block: s_tir.SBlockRV, block_m: int, block_n: int) -> Tiles:
     """Split i, j over a grid of block_m x block_n thread blocks, one C element per thread."""
-    i, j, k = sch.get_loops(block)
+    i, j, k = sch.get_loops(block)[-3:]  # the last three: a batch (schedules/batched.py) is outside
     block_i, thread_i = sch.split(i, [None, block_m])
     block_j, thread_j = sch.split(j, [None, block_n])
     sch.reorder(block_i, block_j, thread_i, thread_j, k)
@@ -264,7 +264,7 @@ def conflict_free_layout(sch: s_tir.Schedule, tiles: Tiles, block_m: int, block_
     multiple of 8) in the same banks. Storing row m at
     ``(m % thread_m) * threads_m + m // thread_m`` puts those rows next to each other, and
     ``pad_a`` extra floats per row (``storage_align``) shift neighbouring rows by a different
-    16-byte bank group.
+    16-byte bank group. Leading (batch) dimensions of a batched tile pass through every map.
     A, k-major (``transpose_a`` True, block_k x block_m): A is stored transposed and
     interleaved like B. One k step's A fragment is then thread_m contiguous floats (float4
     loads along m), so fragments are loaded per k step instead of per run of 4: thread_m +
@@ -280,7 +280,7 @@ def conflict_free_layout(sch: s_tir.Schedule, tiles: Tiles, block_m: int, block_
         sch.unroll(sch.get_loops(a_copy)[-1])
         sch.transform_layout(
             a_copy, ("write", 0),
-            lambda m, k: (m // block_m, k, interleave_by_thread(m, thread_m, threads_m, block_m)),
+            lambda *lead, m, k: (*lead, m // block_m, k, interleave_by_thread(m, thread_m, threads_m, block_m)),
         )
         # Fragments of one k step (not a run of 4): float4s along m (A) and n (B).
         for fragment in tiles.fragments:
@@ -289,17 +289,18 @@ def conflict_free_layout(sch: s_tir.Schedule, tiles: Tiles, block_m: int, block_
     else:
         sch.transform_layout(
             a_copy, ("write", 0),
-            lambda m, k: (m // block_m, (m % thread_m) * threads_m + (m % block_m) // thread_m, k),
+            lambda *lead, m, k: (*lead, m // block_m, (m % thread_m) * threads_m + (m % block_m) // thread_m, k),
         )
     if thread_n > 4:  # a thread reads one float4 per row when thread_n == 4: nothing to permute
         sch.transform_layout(
             b_copy, ("write", 0),
-            lambda k, n: (n // block_n, k, interleave_by_thread(n, thread_n, threads_n, block_n)),
+            lambda *lead, k, n: (*lead, n // block_n, k, interleave_by_thread(n, thread_n, threads_n, block_n)),
         )
     if pad_a:
         # Row stride = row length + pad_a (mod 32 floats, one pass over the banks).
         row = block_m if transpose_a else block_k
-        sch.storage_align(a_copy, 0, axis=1, factor=32, offset=(row + pad_a) % 32)
+        rank = len(sch.get(a_copy).writes[0].source.shape)  # 3, or 4 with a batch (schedules/batched.py)
+        sch.storage_align(a_copy, 0, axis=rank - 2, factor=32, offset=(row + pad_a) % 32)
     return tiles
 
 

@@ -1,5 +1,6 @@
 """On a CUDA GPU: functions the dlight rule scheduled (schedules/ladder_rule.py) compute what
-their TensorIR says: NT with a folded batch and a ReLU, and the model's fused bias + GELU."""
+their TensorIR says: NT with a folded batch and a ReLU, the model's fused bias + GELU, and
+batched products (NN, and attention's scaled q k^T over two leading dims) over blockIdx.z."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from schedules import relax_dispatch
 from schedules.ladder_rule import LadderMatmul
 from steps.measure import harness
 
-from .test_ladder_rule import TARGET, fused_functions, nt_relu
+from .test_ladder_rule import TARGET, batched, fused_functions, nt_relu, scores
 
 pytestmark = pytest.mark.gpu
 
@@ -50,3 +51,33 @@ def test_the_models_bias_and_gelu_fused():
     v = x.astype(np.float64) @ w.astype(np.float64) + b
     ref = 0.5 * v * (1 + np.vectorize(erf)(v / sqrt(2)))
     assert harness.relative_error(out, ref) <= harness.TOLERANCE
+
+
+@pytest.mark.parametrize("func, shapes, ref", [
+    (batched, [(4, 32, 64), (4, 64, 16), (4, 32, 16)], lambda x, w: x @ w),
+    (scores, [(2, 3, 40, 64), (2, 3, 56, 64), (2, 3, 40, 56)], lambda q, k: (q @ k.swapaxes(-1, -2)) * 0.125),
+], ids=["batched-NN", "batched-NT-scaled"])
+def test_batched_products(func, shapes, ref):
+    rng = np.random.default_rng(4)
+    ins = [rng.uniform(-1, 1, sh).astype(np.float32) for sh in shapes[:-1]]
+    out = run(func, [*ins, np.full(shapes[-1], np.nan, np.float32)])
+    assert harness.relative_error(out, ref(*(a.astype(np.float64) for a in ins))) <= harness.TOLERANCE
+
+
+@pytest.mark.parametrize("args", [(12, 128, 128, 64, True), (8, 100, 77, 64, False), (32, 1, 512, 128, True)],
+                         ids=lambda a: "x".join(map(str, a[:4])) + ("-NT" if a[4] else "-NN"))
+def test_batched_matmul_builds_run_against_float64(args):
+    from schedules import batched as batched_, ladder_rule
+
+    nb, M, N, K, transposed = args
+    lib = ladder_rule.build(batched_.batched_matmul(*args))
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (nb, M, K)).astype(np.float32)
+    b = rng.uniform(-1, 1, (nb, N, K) if transposed else (nb, K, N)).astype(np.float32)
+    dev = tvm.cuda(0)
+    tensors = [tvm.runtime.tensor(x, dev) for x in (a, b, np.full((nb, M, N), np.nan, np.float32))]
+    lib["main"](*tensors)
+    dev.sync()
+    b64 = b.astype(np.float64)
+    ref = a.astype(np.float64) @ (b64.swapaxes(-1, -2) if transposed else b64)
+    assert harness.relative_error(tensors[-1].numpy(), ref) <= harness.TOLERANCE

@@ -27,3 +27,11 @@ def test_the_model_runs_three_ways_and_passes_its_check(frontend):
     assert "largest error" in proc.stdout and "FAILED" not in proc.stdout + proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines() if line.strip().split()[:1] in (["16"], ["512"])]
     assert len(rows) == 2
+
+
+def test_the_model_replayed_from_cuda_graphs_passes_its_check():
+    # the first call captures the graph, the later ones replay it: the command checks both
+    proc = run("--frontend", "nn", "--d", "256", "--tokens", "1", "16", "--rounds", "2", "--repeat", "3",
+               "--seed", "5", "--cuda-graph")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "replayed from a CUDA graph" in proc.stdout and "FAILED" not in proc.stdout + proc.stderr

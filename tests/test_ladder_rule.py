@@ -5,6 +5,9 @@ tests/test_gpu_ladder_rule.py."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 import tvm
 from tvm import relax
@@ -12,9 +15,10 @@ from tvm.s_tir import dlight as dl
 from tvm.script import tirx as T
 
 import schedules
-from schedules import ConfigError, relax_dispatch
+from schedules import ConfigError, padding, relax_dispatch
 from schedules.ladder_rule import LadderMatmul, match
 from steps.measure import model as block
+from steps.measure import nvcc
 
 from . import checks
 
@@ -55,6 +59,35 @@ def batched(x: T.Buffer((4, 32, 64), "float32"), w: T.Buffer((4, 64, 16), "float
 
 
 @T.prim_func(s_tir=True)
+def broadcast_b(x: T.Buffer((2, 4, 32, 64), "float32"), w: T.Buffer((4, 64, 16), "float32"),
+                y: T.Buffer((2, 4, 32, 16), "float32")):
+    # B batched over the second leading dimension only: neither one matrix nor a full batch
+    for a, b, i, j, k in T.grid(2, 4, 32, 16, 64):
+        with T.sblock("matmul"):
+            va, vb, vi, vj, vk = T.axis.remap("SSSSR", [a, b, i, j, k])
+            with T.init():
+                y[va, vb, vi, vj] = T.float32(0)
+            y[va, vb, vi, vj] = y[va, vb, vi, vj] + x[va, vb, vi, vk] * w[vb, vk, vj]
+
+
+@T.prim_func(s_tir=True)
+def scores(q: T.Buffer((2, 3, 40, 64), "float32"), k: T.Buffer((2, 3, 56, 64), "float32"),
+           s: T.Buffer((2, 3, 40, 56), "float32")):
+    # attention's q k^T over (batch, head), scaled: batched, B N x K, an elementwise epilogue
+    mm = T.sblock_alloc_buffer((2, 3, 40, 56), "float32")
+    for a, h, i, j, kk in T.grid(2, 3, 40, 56, 64):
+        with T.sblock("matmul"):
+            va, vh, vi, vj, vk = T.axis.remap("SSSSR", [a, h, i, j, kk])
+            with T.init():
+                mm[va, vh, vi, vj] = T.float32(0)
+            mm[va, vh, vi, vj] = mm[va, vh, vi, vj] + q[va, vh, vi, vk] * k[va, vh, vj, vk]
+    for a, h, i, j in T.grid(2, 3, 40, 56):
+        with T.sblock("scale"):
+            va, vh, vi, vj = T.axis.remap("SSSS", [a, h, i, j])
+            s[va, vh, vi, vj] = mm[va, vh, vi, vj] * T.float32(0.125)
+
+
+@T.prim_func(s_tir=True)
 def half(x: T.Buffer((32, 64), "float16"), w: T.Buffer((64, 16), "float16"), y: T.Buffer((32, 16), "float16")):
     for i, j, k in T.grid(32, 16, 64):
         with T.sblock("matmul"):
@@ -79,11 +112,15 @@ def producer_first(x: T.Buffer((32, 64), "float32"), w: T.Buffer((64, 16), "floa
             y[vi, vj] = y[vi, vj] + xs[vi, vk] * w[vk, vj]
 
 
-def cuda_kernels(func) -> dict[str, str]:
+def cuda_source(func) -> str:
     mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
     with tvm.transform.PassContext(opt_level=3, config=relax_dispatch.PASS_CONFIG):
         lib = tvm.compile(mod, target=TARGET)
-    return checks.cuda_kernels(lib.mod.imports[0].inspect_source())
+    return lib.mod.imports[0].inspect_source()
+
+
+def cuda_kernels(func) -> dict[str, str]:
+    return checks.cuda_kernels(cuda_source(func))
 
 
 def test_the_models_fused_matmuls_are_recognised_with_their_epilogues():
@@ -107,7 +144,97 @@ def test_nt_and_a_folded_batch_are_recognised():
     assert p.epilogue == ("relu",)
 
 
-@pytest.mark.parametrize("func", [batched, half, producer_first], ids=["batched-B", "fp16", "producer-first"])
+def test_a_batched_b_is_a_batch_not_folded():
+    p = match(batched)
+    assert p is not None and p.batch == (4,) and p.lead == () and (p.M, p.N, p.K) == (32, 16, 64)
+    assert not p.transposed_b and p.epilogue == ()
+    p = match(scores)
+    assert p is not None and p.batch == (2, 3) and p.transposed_b and (p.M, p.N, p.K) == (40, 56, 64)
+    assert p.epilogue == ("scale",)
+
+
+@pytest.mark.parametrize("func", [batched, scores], ids=["batched-NN", "batched-NT-scaled"])
+def test_a_batched_product_is_one_kernel_over_blockidx_z(func):
+    rule = LadderMatmul()
+    sch = rule.apply(func, TARGET, False)
+    assert sch is not None and rule.chosen[0][1] == 11
+    kernels = cuda_kernels(sch.mod["main"])
+    assert len(kernels) == 1
+    (src,) = kernels.values()
+    assert "blockIdx.z" in src and "A_pad_shared" in src and "matmul_intermediate" not in src
+    if nvcc.available():
+        report = nvcc.compile_report(cuda_source(sch.mod["main"]), "sm_90")
+        assert report.ok and report.spills == 0 and report.stack_bytes == 0, report.log[-2000:]
+
+
+def _run_on_cpu(func, arrays):
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    lib = tvm.compile(mod, target=tvm.target.Target({"kind": "llvm"}))
+    dev = tvm.cpu()
+    tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+    lib["main"](*tensors)
+    return tensors[-1].numpy()
+
+
+@pytest.mark.parametrize("func, shapes, ref", [
+    (batched, [(4, 32, 64), (4, 64, 16), (4, 32, 16)], lambda x, w: x @ w),
+    (scores, [(2, 3, 40, 64), (2, 3, 56, 64), (2, 3, 40, 56)], lambda q, k: (q @ k.swapaxes(-1, -2)) * 0.125),
+    (nt_relu, [(2, 48, 64), (80, 64), (2, 48, 80)], lambda x, w: np.maximum(x @ w.T, 0)),
+], ids=["batched-NN", "batched-NT-scaled", "NT-folded"])
+def test_the_rewritten_product_computes_the_function_on_a_cpu(func, shapes, ref):
+    # The rule's rewrite (padded blocks reading the function's own buffers, the batch unravelled
+    # into its leading dims) before any schedule, run on the CPU: the index arithmetic a GPU
+    # kernel inherits, checked against float64 here. Padded to a tile that divides nothing.
+    from schedules import ladder_rule
+
+    p = match(func)
+    step, cfg = ladder_rule.choose(p, "fp32", "sm_90")
+    cfg = dataclasses.replace(cfg, block_m=64, block_n=64, block_k=32)
+    rewritten = ladder_rule.rewrite(func, p, cfg)
+    assert any(d > n for d, n in zip(padding.padded_shape(cfg, p.M, p.N, p.K), (p.M, p.N, p.K)))
+    rng = np.random.default_rng(3)
+    ins = [rng.uniform(-1, 1, sh).astype(np.float32) for sh in shapes[:-1]]
+    out = _run_on_cpu(rewritten, [*ins, np.full(shapes[-1], np.nan, np.float32)])
+    want = ref(*(a.astype(np.float64) for a in ins))
+    assert np.linalg.norm(out - want) / np.linalg.norm(want) < 1e-6
+
+
+def test_the_batched_form_is_for_the_cuda_core_steps():
+    from schedules import batched as batched_
+
+    with pytest.raises(ConfigError, match="no batched form"):
+        batched_.config(schedules.get_step(13), 4, 128, 128, 64)
+    with pytest.raises(ConfigError, match="blockIdx.z"):
+        batched_.config(schedules.get_step(11), 70000, 16, 16, 16)
+    with pytest.raises(ConfigError, match="long_k"):
+        batched_.config(schedules.get_step(11), 4, 64, 64, 16384)
+    cfg = batched_.config(schedules.get_step(11), 8, 128, 128, 64)
+    assert cfg.split_k == 1 and cfg.k_threads == 1
+
+
+@pytest.mark.parametrize("number", range(1, 12))
+def test_every_cuda_core_step_has_a_batched_form(number):
+    # padded in every dimension, B as N x K: the batch outside each step's own schedule
+    from schedules import batched as batched_, ladder_rule
+
+    func = batched_.batched_matmul(6, 100, 72, 60, transposed_b=True)
+    p = match(func)
+    step = schedules.get_step(number)
+    sch = ladder_rule.schedule(func, p, step, batched_.config(step, p.batches, p.M, p.N, p.K))
+    (src,) = cuda_kernels(sch.mod["main"]).values()
+    assert "blockIdx.z" in src
+
+
+def test_build_compiles_a_batched_matmul_and_refuses_what_the_rule_declines():
+    from schedules import batched as batched_, ladder_rule
+
+    lib = ladder_rule.build(batched_.batched_matmul(6, 96, 80, 64, transposed_b=True))
+    assert "blockIdx.z" in schedules.cuda_source(lib)
+    with pytest.raises(ConfigError, match="does not take"):
+        ladder_rule.build(half)
+
+
+@pytest.mark.parametrize("func", [broadcast_b, half, producer_first], ids=["partly-broadcast-B", "fp16", "producer-first"])
 def test_what_the_rule_cannot_do_it_declines(func):
     assert match(func) is None
     assert LadderMatmul().apply(func, TARGET, False) is None

@@ -133,6 +133,27 @@ def test_what_the_ladder_cannot_take_is_left_for_dlight(func):
     assert dispatch.chosen == [] and "R.matmul" in out["main"].script()
 
 
+def test_a_batched_matmul_goes_to_the_rule_in_the_pipeline():
+    # the Relax pass leaves it (above); the dlight rule takes it, a batch over blockIdx.z
+    relax_pipeline, dispatch, rule = relax_dispatch.pipeline("sm_90")
+    with tvm.transform.PassContext(opt_level=3, config=relax_dispatch.PASS_CONFIG):
+        ex = tvm.compile(tvm.IRModule({"main": _batched}), target=schedules.target("sm_90"),
+                         relax_pipeline=relax_pipeline)
+    assert dispatch.chosen == [] and [(mnk, step) for mnk, step, _ in rule.chosen] == [((16, 32, 64), 11)]
+    (src,) = _kernels(ex).values()
+    assert "blockIdx.z" in src
+
+
+def test_cuda_graph_builds_replay_both_ways_and_save_apart():
+    mod = block.relax_block(256, 1)[0]
+    for way in ("dlight", "ladder"):
+        plain, _ = block.compile_block(mod, way, "sm_90a")
+        graph, _ = block.compile_block(mod, way, "sm_90a", cuda_graph=True)
+        assert "cuda_graph" not in plain.as_text() and "vm.builtin.cuda_graph.run_or_capture" in graph.as_text()
+    assert command.saved_names(False) == ("model.json", "model.txt", "model.png")
+    assert command.saved_names(True) == ("model_cuda_graph.json", "model_cuda_graph.txt", "model_cuda_graph.png")
+
+
 def test_bad_arguments_are_one_line():
     with pytest.raises(ConfigError, match="unknown arch"):
         relax_dispatch.DispatchMatmuls(arch="sm_75")

@@ -120,23 +120,31 @@ def torch_relax_block(d: int, tokens: int, w: dict[str, np.ndarray]):
     return mod, "main", [p.numpy() for p in params["main"]]
 
 
-def compile_block(mod, way: str, arch: str):
+# TVM's own switch for replaying a forward pass's kernels from a CUDA graph (RewriteCUDAGraph,
+# in both pipelines): one launch per call instead of one per kernel, the host's share of a
+# small forward pass gone. The same for both TVM ways when asked (steps.model --cuda-graph).
+CUDA_GRAPH = {"relax.backend.use_cuda_graph": True}
+
+
+def compile_block(mod, way: str, arch: str, cuda_graph: bool = False):
     """mod compiled the `way` asked: "ladder" (schedules.relax_dispatch.pipeline: the Hopper
     kernels placed at the Relax level, the dlight rule LadderMatmul for the rest, epilogues
-    fused) or "dlight" (TVM's default CUDA pipeline). Returns (executable, [(M, N, K), step] per
-    distinct matmul the ladder took)."""
+    fused) or "dlight" (TVM's default CUDA pipeline); with `cuda_graph`, its kernels replayed
+    from a CUDA graph (CUDA_GRAPH). Returns (executable, [(M, N, K), step] per distinct matmul
+    the ladder took)."""
     import tvm
     from tvm import relax
 
     import schedules
     from schedules import relax_dispatch
 
+    graph = CUDA_GRAPH if cuda_graph else {}
     mod = relax.transform.LiftTransformParams()(mod)
     if way == "dlight":
-        with tvm.transform.PassContext(opt_level=3):
+        with tvm.transform.PassContext(opt_level=3, config=graph):
             return tvm.compile(mod, target=schedules.target(arch)), []
     relax_pipeline, dispatch, rule = relax_dispatch.pipeline(arch)
-    with tvm.transform.PassContext(opt_level=3, config=relax_dispatch.PASS_CONFIG):
+    with tvm.transform.PassContext(opt_level=3, config={**relax_dispatch.PASS_CONFIG, **graph}):
         ex = tvm.compile(mod, target=schedules.target(arch), relax_pipeline=relax_pipeline)
     chosen = list(dispatch.chosen) + [(mnk, step) for mnk, step, _ in rule.chosen]
     return ex, chosen
