@@ -203,13 +203,13 @@ def verdict(doc: dict) -> str:
 
 
 def plot(doc: dict, path: Path) -> list[str]:
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..report.plot import save_png
 
     tokens = [r["tokens"] for r in doc["rows"]]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    fig = Figure(figsize=(7, 4), dpi=110, layout="constrained")
+    ax = fig.subplots()
     for way, style in (("ladder", "o-"), ("dlight", "s--"), ("torch", "^:")):
         if all(way in r for r in doc["rows"]):
             ax.plot(tokens, [r[way]["median_ms"] for r in doc["rows"]], style, label={
@@ -219,12 +219,11 @@ def plot(doc: dict, path: Path) -> list[str]:
     ax.set_yscale("log")
     ax.set_xlabel("tokens")
     ax.set_ylabel("ms per forward call")
-    ax.set_title(f"Transformer block linears, d {doc['d']}, {doc['environment']['gpu']}", fontsize=9)
+    graph = ", CUDA graphs" if doc.get("cuda_graph") else ""
+    ax.set_title(f"Transformer block linears, d {doc['d']}{graph}, {doc['environment']['gpu']}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_png(fig, path)
     return [path.name]
 
 

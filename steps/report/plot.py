@@ -40,10 +40,10 @@ from ..measure import roofline
 from ..results import shapes
 from .pipes import quiet_broken_pipe
 
-PALETTE_COLOURS = 128
+PALETTE_COLOURS = 32
 
 
-def _save(fig: Figure, path: Path) -> None:
+def save_png(fig: Figure, path: Path) -> None:
     """Render, then store as a palette PNG (Pillow comes with matplotlib); atomically, so a
     failed run never leaves half a file."""
     import io
@@ -61,8 +61,8 @@ def _save(fig: Figure, path: Path) -> None:
 
 
 PLOTS = ("gflops.png", "speedup.png", "pct_cublas.png", "roofline.png")
-FIGSIZE = (10, 5.6)  # inches; at DPI 120 a 1200 px image, legible when shown 800 px wide
-DPI = 120
+FIGSIZE = (10, 5.6)  # inches; at DPI 80 an 800 px image, the width the README shows it at
+DPI = 80
 STYLE = {"font.size": 12, "axes.titlesize": 14, "axes.labelsize": 12, "legend.fontsize": 11,
          "xtick.labelsize": 10.5, "ytick.labelsize": 11}
 SIZE_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860")
@@ -81,9 +81,17 @@ def size_label(size) -> str:
     return f"{M}³" if M == N == K else f"{M}×{N}×{K}"
 
 
-def step_label(doc: dict, width: int = 11) -> str:
+def step_label(doc: dict, width: int | None = 11) -> str:
+    """The x label of a step's bars: its number over its name, wrapped to `width` (None: on one
+    line, for a ladder too long to stack them side by side)."""
     head = "TVM ref." if doc.get("reference") else f"{doc['step']}"
+    if width is None:
+        return f"{head} {doc['name']}"
     return f"{head}\n" + "\n".join(textwrap.wrap(doc["name"], width))
+
+
+# Past this many bar groups the wrapped names collide: one line each, slanted.
+SLANTED_LABELS_FROM = 12
 
 
 # TVM's own schedules drawn beside the steps (cuBLAS is the dashed line; TF32 stays in tables).
@@ -178,7 +186,11 @@ def _grouped_bars(ax, docs, sizes, key, hatch_for=None):
             if hatch:
                 bar.set_hatch(hatch)
                 bar.set_edgecolor("black")
-    ax.set_xticks(list(xs), [step_label(d) for d in docs])
+    if len(docs) < SLANTED_LABELS_FROM:
+        ax.set_xticks(list(xs), [step_label(d) for d in docs])
+    else:
+        ax.set_xticks(list(xs), [step_label(d, None) for d in docs], rotation=35, ha="right",
+                      rotation_mode="anchor", fontsize=9)
     ax.set_xlim(-0.6, len(docs) - 0.4)
     first_ref = next((x for x, d in zip(xs, docs) if d.get("reference")), None)
     if first_ref is not None:
@@ -217,7 +229,7 @@ def plot_gflops(docs, path: Path, refs=()) -> str:
     handles, labels = ax.get_legend_handles_labels()
     _legend_extras(handles, labels, shown, sizes)
     ax.legend(handles, labels, ncols=2, loc="upper left", title="size")
-    _save(fig, path)
+    save_png(fig, path)
     return f"wrote {path}"
 
 
@@ -254,7 +266,7 @@ def plot_speedup(docs, path: Path) -> str:
     ax.set_xlabel("step")
     ax.set_ylabel("× the step before (log scale)")
     ax.set_title(f"{gpu_name(docs)}: speedup of each step over the one before, same run")
-    _save(fig, path)
+    save_png(fig, path)
     return f"wrote {path}"
 
 
@@ -282,7 +294,7 @@ def plot_pct_cublas(docs, path: Path, refs=()) -> str:
     handles, labels = ax.get_legend_handles_labels()
     _legend_extras(handles, labels, shown, sizes)
     ax.legend(handles, labels, loc="upper left", title="size")
-    _save(fig, path)
+    save_png(fig, path)
     return f"wrote {path}"
 
 
@@ -338,7 +350,7 @@ def plot_roofline(docs, machine: dict | None, path: Path) -> str:
             rotation=angle, rotation_mode="anchor", ha="left", va="bottom", fontsize=10.5)
     fig.text(0.01, 0.01, "Bytes counted from each step's tiles; L1/L2 hits are not subtracted, "
              "so a point above the memory roof gets part of its reuse from the caches.", fontsize=9.5, color="dimgray")
-    _save(fig, path)
+    save_png(fig, path)
     return f"wrote {path}"
 
 
@@ -361,7 +373,7 @@ def _module_of(number: int):
 # --- the shape benchmark (python -m steps.bench --save): shapes.png -----------------------------
 
 SHAPES_FIGSIZE = (14, 8)  # 43 shapes side by side need the width; two panels the height
-SHAPES_DPI = 100  # 1400 px wide: legible at the README's width, and a smaller file to commit
+SHAPES_DPI = 80  # 1120 px wide: legible at the README's width, and a smaller file to commit
 
 
 def plot_shapes(doc: dict, path: Path) -> str:
@@ -439,7 +451,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
     fig.legend(handles, labels, loc="outside lower center", fontsize=10, ncols=min(len(labels), 5))
     fig.suptitle(f"{doc['environment'].get('gpu', 'unknown GPU')}: fp32 matmul over the benchmark shape set "
                  f"({doc['environment']['date'][:10]})")
-    _save(fig, path)
+    save_png(fig, path)
     return f"wrote {path}"
 
 

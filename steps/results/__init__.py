@@ -101,11 +101,26 @@ def dumps(doc) -> str:
     return out.getvalue()
 
 
+SIGNIFICANT_DIGITS = 7  # a float's digits in a kept file: a median to 0.1 ppm, not 17 digits of noise
+
+
+def rounded(value):
+    """`value` with every float cut to SIGNIFICANT_DIGITS (ints, strings, None as they are)."""
+    if isinstance(value, float):
+        return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v) for v in value]
+    return value
+
+
 def dump(doc, f) -> None:
     """A document as JSON with one line per row: each top-level list of objects (a step's
     "results", special values' "rows", or the document itself) one object a line, the rest
-    indented. Under half the size of indent=2 for files the repository keeps, and still one
-    diff line per changed measurement."""
+    indented, every float to SIGNIFICANT_DIGITS. Under half the size of indent=2 for files the
+    repository keeps, and still one diff line per changed measurement."""
+    doc = rounded(doc)
     if _rows(doc):
         _dump_rows(doc, f, "")
         f.write("\n")
