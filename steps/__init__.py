@@ -5,14 +5,14 @@ Every module at the top of this package is an entry point, two lines over the co
     step1.py … step19.py   python -m steps.stepN    one step: build, check, time (commands/cli.py)
     __main__.py            python -m steps          the whole ladder (commands/ladder.py)
     bench.py  sweep.py  cublas.py  crosscheck.py  special.py    commands/<name>.py
-    epilogue.py  model.py                           commands/<name>.py
+    epilogue.py  model.py  rpc_pool.py              commands/<name>.py
     plot.py  table.py                               report/<name>.py
 
 The packages, each importing only from those below it (tests/test_layout.py holds them to it):
 
     commands/   what each command does: its options, its run, what it prints
     report/     renders saved results: the README's tables, the plots
-    measure/    builds, checks and times on the GPU: harness, worker, references, nvcc
+    measure/    builds, checks and times on the GPU: harness, worker, references, nvcc, rpc
     results/    the files runs write and read, and their models: no TVM, no GPU
     (schedules/ underneath all of them: pure IR)
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import schedules
-from steps.commands import bench, cli, crosscheck, cublas, ladder, options, sweep
+from steps.commands import bench, cli, crosscheck, cublas, ladder, options, rpc_pool, sweep
 from steps.measure import harness, nvcc
 
 from .checks import one_line_error
@@ -35,21 +35,26 @@ HONOURED = {
     "steps": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--compare",
                "--steps", "--references"}, {"--explain", "--tuned-prior", "--full", "--config"}),
     "steps.sweep": ({"--sizes", "--shape", "--repeat", "--arch", "--step", "--top", "--workers", "--write",
-                     "--dry-run", "--log", "--shapes", "--shape-file", "--candidates", "--from-log"},
-                    {"--save", "--build-only", "--explain", "--compare", "--seed"}),
-    "steps.cublas": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--only", "--tune", "--trials"},
+                     "--dry-run", "--log", "--shapes", "--shape-file", "--candidates", "--from-log", "--resume",
+                     "--tracker", "--key", "--timeout", "--wait"},
+                    {"--save", "--build-only", "--explain", "--compare", "--seed", "--rpc-target"}),
+    "steps.cublas": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--only", "--tune", "--trials",
+                      "--tracker", "--key"},
                      {"--save", "--build-only", "--explain", "--compare", "--tf32"}),
     "steps.crosscheck": ({"--sizes", "--shape", "--repeat", "--arch", "--save", "--steps", "--calls"},
                          {"--seed", "--build-only", "--explain", "--compare"}),
     "steps.bench": ({"--steps", "--references", "--class", "--shapes", "--repeat", "--arch", "--seed", "--workers",
                      "--save", "--check-only", "--build-only", "--list", "--fastest"},
                     {"--sizes", "--shape", "--explain", "--compare", "--results-dir", "--shape-set", "--dispatch-table"}),
+    "steps.rpc_pool": ({"--gpus", "--key", "--tracker", "--host", "--port", "--server-port", "--custom-addr"},
+                       {"--sizes", "--repeat", "--arch"}),
 }
 
 
 def _help_of(prog, capsys) -> str:
     mains = {"steps.step4": lambda argv: cli.main(4, argv), "steps": ladder.main, "steps.sweep": sweep.main,
-             "steps.cublas": cublas.main, "steps.crosscheck": crosscheck.main, "steps.bench": bench.main}
+             "steps.cublas": cublas.main, "steps.crosscheck": crosscheck.main, "steps.bench": bench.main,
+             "steps.rpc_pool": rpc_pool.main}
     with pytest.raises(SystemExit) as done:
         mains[prog](["--help"])
     assert done.value.code == 0

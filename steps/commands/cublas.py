@@ -3,6 +3,7 @@
     python -m steps.cublas                          # every reference at 512, 1024, 2048
     python -m steps.cublas --only cublas,dlight --shape 1000 1500 700
     python -m steps.cublas --tune --trials 128      # re-tune MetaSchedule for these sizes first
+    python -m steps.cublas --tune --tracker head:9190 --key h100   # ... measuring on every GPU there
 
 The references (steps/measure/references.py): cuBLAS in strict fp32 (TF32 off: the baseline of every
 "% cuBLAS" column), cuBLAS TF32 (reduced precision, labelled, held to its own tolerance),
@@ -11,7 +12,10 @@ this GPU model. Each is checked against float64 and timed like the steps: CUDA e
 back-to-back launches, a warm-up, ``--repeat`` samples of ~1 ms, the median, and the host time
 to submit one launch; a row whose host time is at least 70% of its GPU time is marked
 host-bound. ``--tune`` runs MetaSchedule's search on this GPU (``--trials`` candidates per
-size), writes ``schedules/tuned/metaschedule/<gpu>/``, then measures.
+size), writes ``schedules/tuned/metaschedule/<gpu>/``, then measures. With ``--tracker`` and
+``--key`` its candidates are measured on the RPC servers registered there (``python -m
+steps.rpc_pool`` starts them), one runner worker per server (steps/measure/metaschedule.py);
+the servers' GPU must be this one's model, whose database the tuning writes.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import sys
 
 from schedules import ConfigError
 
-from ..measure import harness, references
+from ..measure import harness, references, rpc
 from ..report.pipes import quiet_broken_pipe
 from . import options
 
@@ -72,6 +76,29 @@ def measure_all(refs, shapes, arch: str, gpu_name: str, repeat: int, seed=None, 
     return measured
 
 
+def _tracker_address(text: str) -> tuple[str, int]:
+    import argparse
+
+    try:
+        return rpc.parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _check_servers(tracker: rpc.Tracker) -> None:
+    """The servers under the key are there (waiting rpc.WAIT_S at most) and have this GPU's
+    model: the tuning is written as this GPU's database."""
+    import tvm
+
+    info = tracker.probe("cuda", rpc.WAIT_S)
+    here = tvm.cuda(0).device_name
+    if info["gpu"] != here:
+        raise options.UsageError(f"the servers under key {tracker.key!r} have {info['gpu']}, this machine {here}: "
+                                 "the tuning is written as this GPU model's database")
+    print(f"MetaSchedule: measuring on {info['servers']} servers under key {tracker.key!r} at {tracker}",
+          file=sys.stderr, flush=True)
+
+
 @quiet_broken_pipe
 def main(argv=None) -> int:
     try:
@@ -82,9 +109,18 @@ def main(argv=None) -> int:
                        help="re-tune MetaSchedule for these sizes on this GPU first (minutes per size)")
         p.add_argument("--trials", type=options._positive, default=None,
                        help="MetaSchedule's measured candidates per size with --tune (default 128)")
+        p.add_argument("--tracker", type=_tracker_address, default=None, metavar="HOST:PORT",
+                       help="with --tune: measure MetaSchedule's candidates on the RPC servers registered at this "
+                            "tracker (python -m steps.rpc_pool starts them)")
+        p.add_argument("--key", default=None, help="with --tracker: the key the servers registered under")
         args = p.parse_args(argv)
         if args.trials is not None and not args.tune:
             raise options.UsageError("--trials is for --tune")
+        if (args.tracker is not None or args.key is not None) and not args.tune:
+            raise options.UsageError("--tracker and --key measure MetaSchedule's tuning: they go with --tune")
+        if (args.tracker is None) != (args.key is None):
+            raise options.UsageError("--tracker and --key go together: the tracker, and the key its servers "
+                                     "registered under")
         if args.tune:
             from ..measure import metaschedule
 
@@ -96,7 +132,10 @@ def main(argv=None) -> int:
         if not harness.gpu_present():
             raise options.UsageError("the references are timed on a CUDA GPU and none was found")
         arch = options.pick_arch(PROG, args.arch, timing=True)
-    except (options.UsageError, ConfigError) as exc:
+        tracker = None if args.tracker is None else rpc.Tracker(*args.tracker, args.key)
+        if tracker is not None:
+            _check_servers(tracker)
+    except (options.UsageError, ConfigError, rpc.TrackerError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return options.EXIT_USAGE
     env = harness.environment()
@@ -104,7 +143,8 @@ def main(argv=None) -> int:
         from ..measure import metaschedule
 
         trials = args.trials or metaschedule.DEFAULT_TRIALS
-        directory = metaschedule.tune(shapes, arch, trials, env, log=lambda s: print(s, file=sys.stderr, flush=True))
+        directory = metaschedule.tune(shapes, arch, trials, env, log=lambda s: print(s, file=sys.stderr, flush=True),
+                                      tracker=tracker, timeout_s=rpc.TIMEOUT_S)
         print(f"wrote {directory}", file=sys.stderr)
     print(f"{env.get('gpu')} (SM clock {env.get('sm_clock_mhz')} MHz, driver {env.get('driver')}), "
           f"TVM {env.get('tvm_version')}, CuPy {env.get('cupy_version')}; median of {args.repeat} CUDA-event samples")

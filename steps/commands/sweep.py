@@ -27,6 +27,18 @@ no shape is given), ``--shape`` and ``--sizes``. ``--write`` merges the best per
 the rule's own pick beside it, so the table also says how good the rule is:
 
     python -m steps.sweep --step 11 --shape-file bench/shapes.toml --write --log logs/sweep11.jsonl
+
+On every GPU, of this host or others: ``--tracker HOST:PORT --key KEY`` measures on the TVM RPC
+servers registered under KEY (``python -m steps.rpc_pool`` starts a tracker and one server per
+GPU). The candidates still build here, in the same parallel processes, and are exported as
+shared libraries; each server loads, checks (against float64, as here) and times the ones
+its client thread hands it, one session per batch (steps/measure/rpc.py). The results, the
+log and ``--write`` are the local path's; ``--write`` records the servers' GPU. A candidate
+lost with its server is measured again once; one still running after
+``--timeout`` seconds fails; no server under the key is one line and exit 2 after ``--wait``.
+
+``--resume --log LOG`` runs a sweep that was cut off again: the candidates LOG already holds
+are not measured again, and their logged results are ranked with the new ones.
 """
 
 from __future__ import annotations
@@ -38,7 +50,10 @@ import itertools
 import json
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -47,7 +62,7 @@ import schedules
 from schedules import ConfigError
 
 from .. import results
-from ..measure import harness
+from ..measure import harness, rpc
 from ..report.pipes import quiet_broken_pipe
 from . import options
 
@@ -211,12 +226,122 @@ class Pool:
         self.pool.shutdown()
 
 
+def _build_died(job: tuple, why: str) -> dict:
+    """The result of a build job (rpc.build_job's arguments) whose build process died."""
+    _, _, (M, N, K), cfg, _, _ = job
+    return {"M": M, "N": N, "K": K, "config": cfg, "error": "build: " + why}
+
+
+class RemotePool:
+    """The Pool's ``run`` and ``close``, measuring on the servers under a tracker's key.
+
+    Candidates build and export here, in parallel build processes (a Pool running
+    ``rpc.build_job``, in a thread of its own); each built one goes to the servers
+    (``rpc.RemoteRunner``: a client thread per server, a session per batch), and results come
+    back to ``on_result`` in the calling thread, as the Pool's do."""
+
+    def __init__(self, workers: int, remote: rpc.Remote):
+        self.remote = remote
+        self.directory = tempfile.mkdtemp(prefix="sweep-rpc-")
+        self.builds = Pool(workers, evaluate=rpc.build_job, died=_build_died)
+        self.runner = rpc.RemoteRunner(remote.tracker, remote.device, remote.timeout_s, remote.wait_s)
+
+    def run(self, jobs: list[tuple], on_result) -> None:
+        builder = threading.Thread(target=self._build, args=(jobs,), daemon=True, name="sweep-builds")
+        builder.start()
+        self.runner.collect(len(jobs), on_result)
+        builder.join()
+
+    def _build(self, jobs: list[tuple]) -> None:
+        builds = [(self.remote.build_spec, number, size, cfg, arch, self.directory)
+                  for number, size, cfg, arch, _ in jobs]
+        job_of = {id(b): job for b, job in zip(builds, jobs)}
+        reported = set()
+
+        def built(build, res):
+            job = job_of[id(build)]
+            reported.add(id(build))
+            if "path" not in res:
+                self.runner.report(job, res)
+                return
+            number, size, _, _, repeat = job
+            self.runner.submit(rpc.Candidate(job, res.pop("path"), size, res, repeat, harness.tolerance(number)))
+
+        try:
+            self.builds.run(builds, built)
+        except BaseException as exc:  # noqa: BLE001 - every job must get a result, or run() waits forever
+            for build in builds:
+                if id(build) not in reported:
+                    self.runner.report(job_of[id(build)], _build_died(build, harness._one_line(exc)))
+
+    def close(self):
+        try:
+            self.builds.close()
+            self.runner.close()
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _pool(workers: int, remote: rpc.Remote | None):
+    return Pool(workers) if remote is None else RemotePool(workers, remote)
+
+
+# --- resuming: the candidates a --log already holds --------------------------------------------
+
+
+def log_key(size, config: dict) -> tuple:
+    """A candidate's identity in a sweep's log: its size and config."""
+    return (*size, json.dumps(config, sort_keys=True))
+
+
+def measured_in_log(step, path: Path) -> dict:
+    """{log_key: result} of the step's candidates in a sweep's --log, for --resume: every
+    verdict on the kernel counts (timed, wrong, failed to build or run), a candidate lost to
+    the measuring machinery ("rpc: ...": a server that died, no server) does not, and is
+    measured again. A line an interrupted run cut short is skipped."""
+    try:
+        lines = path.read_text().splitlines() if path.exists() else []
+    except OSError as exc:
+        raise options.UsageError(f"{path}: {harness._one_line(exc)}") from None
+    found, unreadable = {}, 0
+    for line in lines:
+        try:
+            res = json.loads(line)
+            key = log_key((res["M"], res["N"], res["K"]), res["config"])
+        except (ValueError, KeyError, TypeError):
+            unreadable += 1
+            continue
+        if res.get("step") != step.number or str(res.get("error", "")).startswith("rpc:"):
+            continue
+        found[key] = {k: v for k, v in res.items() if k not in ("step", "stage", "rule_pick")}
+    if unreadable:
+        print(f"{path}: {unreadable} unreadable lines skipped", file=sys.stderr, flush=True)
+    return found
+
+
+def _split_measured(size, cfgs: list[dict], measured: dict | None) -> tuple[list[dict], list[dict]]:
+    """(configs still to measure, results the log already holds) of these candidates."""
+    if not measured:
+        return cfgs, []
+    todo, resumed = [], []
+    for cfg in cfgs:
+        res = measured.get(log_key(size, cfg))
+        if res is None:
+            todo.append(cfg)
+        else:
+            resumed.append(res)
+    return todo, resumed
+
+
 # --- the search --------------------------------------------------------------------------
 
 
-def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log) -> dict:
+def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log, remote: rpc.Remote | None = None,
+          measured: dict | None = None) -> dict:
+    """The staged search at each size: {size: best result}. `remote`: measure on a tracker's
+    servers; `measured`: results a --log already holds (measured_in_log), not measured again."""
     best = {}
-    pool = Pool(workers)
+    pool = _pool(workers, remote)
     start = time.time()
     try:
         for size in sizes:
@@ -229,7 +354,7 @@ def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log) -> d
                         if key not in done:
                             done.add(key)
                             cfgs.append(c)
-                ranked = sorted(ranked + _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start),
+                ranked = sorted(ranked + _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start, measured),
                                 key=lambda r: -r["gflops"])
                 seeds = [step.Config.from_dict(r["config"]) for r in ranked[:top]]
             if ranked:
@@ -248,9 +373,13 @@ def stages_of(step) -> tuple:
     return HOPPER_STAGES if step.arch is not None else STAGES
 
 
-def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start) -> list[dict]:
-    ok = []
-    total = len(cfgs)
+def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start, measured=None) -> list[dict]:
+    todo, resumed = _split_measured(size, [c.as_dict() for c in cfgs], measured)
+    if resumed:
+        print(f"[{label} {options._size(size)}] {len(resumed)} of {len(cfgs)} candidates measured before (--resume)",
+              file=sys.stderr, flush=True)
+    ok = [r for r in resumed if "error" not in r]
+    total = len(todo)
     count = [0]
 
     def on_result(job, res):
@@ -269,23 +398,30 @@ def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start) -> list[
         print(f"[{label} {count[0]}/{total} {options._size(size)} {time.time() - start:5.0f}s] {note:<28} "
               f"best {best / 1e3:5.1f}  {cfg_text}", file=sys.stderr, flush=True)
 
-    pool.run([(step.number, size, c.as_dict(), arch, repeat) for c in cfgs], on_result)
+    pool.run([(step.number, size, c, arch, repeat) for c in todo], on_result)
     return sorted(ok, key=lambda r: -r["gflops"])
 
 
 def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: int, log,
-                 sm_count: int) -> dict:
+                 sm_count: int, remote: rpc.Remote | None = None, measured: dict | None = None) -> dict:
     """One stage per shape, all in one pool: the step's ``sweep_candidates`` at each shape.
-    Returns {shape: {"best": result, "rule": result of the rule's own pick or None}}."""
+    Returns {shape: {"best": result, "rule": result of the rule's own pick or None}}.
+    `remote` and `measured` as for ``sweep``."""
     from schedules import shape_rule
 
     jobs, rule_pick = [], {}
+    ok: dict = {size: [] for size in shapes}
+    resumed = 0
     for size in shapes:
         cfgs = step.module.sweep_candidates(*size, arch, sm_count, per_shape)
         rule_pick[size] = shape_rule.rule_config(*size, sm_count, arch).as_dict()
-        jobs += [(step.number, size, c.as_dict(), arch, repeat) for c in cfgs]
+        todo, before = _split_measured(size, [c.as_dict() for c in cfgs], measured)
+        ok[size] += [r for r in before if "error" not in r]
+        resumed += len(before)
+        jobs += [(step.number, size, c, arch, repeat) for c in todo]
+    if resumed:
+        print(f"{resumed} candidates measured before (--resume)", file=sys.stderr, flush=True)
     print(f"{len(jobs)} candidates over {len(shapes)} shapes", file=sys.stderr, flush=True)
-    ok: dict = {size: [] for size in shapes}
     count, start = [0], time.time()
 
     def on_result(job, res):
@@ -304,7 +440,7 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
         print(f"[{count[0]}/{len(jobs)} {options._size(size)} {time.time() - start:5.0f}s] {note:<28} {cfg_text}",
               file=sys.stderr, flush=True)
 
-    pool = Pool(workers)
+    pool = _pool(workers, remote)
     try:
         pool.run(jobs, on_result)
     finally:
@@ -470,7 +606,55 @@ def parser(prog: str):
     p.add_argument("--write", action="store_true", help="write schedules/tuned/stepN.json")
     p.add_argument("--dry-run", action="store_true", help="list the valid stage-1 candidates and stop")
     p.add_argument("--log", type=Path, default=None, help="append every candidate's result (JSON lines)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip the candidates --log already holds (a sweep cut off, run again), ranking their "
+                        "results with the new ones")
+    p.add_argument("--tracker", type=_tracker_address, default=None, metavar="HOST:PORT",
+                   help="measure on the RPC servers registered at this tracker (python -m steps.rpc_pool starts "
+                        "them); builds stay here")
+    p.add_argument("--key", default=None, help="with --tracker: the key the servers registered under")
+    p.add_argument("--timeout", type=options._positive, default=rpc.TIMEOUT_S,
+                   help=f"with --tracker: seconds each candidate has on its server before it fails "
+                        f"(default: {rpc.TIMEOUT_S}; stopped by twice that)")
+    p.add_argument("--wait", type=options._positive, default=rpc.WAIT_S,
+                   help=f"with --tracker: seconds to wait for a server under --key (default: {rpc.WAIT_S})")
+    # CPU builds of the same candidates, measured over RPC: the tests' way to drive the distribution.
+    p.add_argument("--rpc-target", choices=sorted(rpc.TARGETS), default="cuda", help=argparse.SUPPRESS)
     return p
+
+
+def _tracker_address(text: str) -> tuple[str, int]:
+    try:
+        return rpc.parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _remote(args) -> rpc.Remote | None:
+    """The RPC options, checked together (no network yet): a Remote, or None for the local GPU."""
+    if args.tracker is None:
+        if args.key is not None:
+            raise options.UsageError("--key names the servers at a tracker: give --tracker HOST:PORT too")
+        if args.timeout != rpc.TIMEOUT_S or args.wait != rpc.WAIT_S or args.rpc_target != "cuda":
+            raise options.UsageError("--timeout and --wait are for measuring over RPC: give --tracker and --key")
+        return None
+    if not args.key:
+        raise options.UsageError("--tracker needs --key: the key the servers registered under "
+                                 "(python -m steps.rpc_pool --key ...)")
+    if args.dry_run or args.from_log is not None:
+        raise options.UsageError("--dry-run and --from-log time nothing: drop --tracker")
+    return rpc.Remote(rpc.Tracker(*args.tracker, args.key), target=args.rpc_target, timeout_s=args.timeout,
+                      wait_s=args.wait)
+
+
+def _server_arch(prog: str, requested: str | None, remote: rpc.Remote, info: dict) -> str:
+    """The arch to build for: --arch, else the servers' GPU's (as one of them reports it)."""
+    if remote.device != "cuda":
+        return requested or options.DEFAULT_ARCH
+    arch, note = options.resolve_arch(requested, info.get("arch"), timing=True)
+    if note:
+        print(f"{prog}: note: {note}", file=sys.stderr)
+    return arch
 
 
 @quiet_broken_pipe
@@ -481,8 +665,15 @@ def main(argv=None) -> int:
         step = schedules.get_step(args.step)
         if step.number < 4:
             raise options.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
-        arch = options.pick_arch(prog, args.arch, timing=not args.dry_run)
-        step.build_arch(arch)  # a Hopper rung on another arch: one line
+        remote = _remote(args)
+        if args.resume and args.log is None:
+            raise options.UsageError("--resume reads the candidates measured before from --log: give --log")
+        if args.resume and (args.dry_run or args.from_log is not None):
+            raise options.UsageError("--resume skips candidates of a sweep that times: "
+                                     "not with --dry-run or --from-log")
+        if remote is None:  # over RPC, the servers' GPU decides, once they are reached (below)
+            arch = options.pick_arch(prog, args.arch, timing=not args.dry_run)
+            step.build_arch(arch)  # a Hopper rung on another arch: one line
         by_shape = hasattr(step.module, "sweep_candidates")
         # Options of the other kind of sweep: an error, not silently ignored (a value other
         # than the default is what argparse can tell apart).
@@ -520,27 +711,34 @@ def main(argv=None) -> int:
                 for c in cfgs:
                     print("  " + options._config_text(c))
             return 0
-        if not harness.gpu_present():
+        if remote is not None:
+            info = remote.connect()  # bounded: an unreachable tracker or no server is one line
+            print(f"{info['servers']} servers under key {remote.tracker.key!r} at {remote.tracker}"
+                  + (f": {info['gpu']} ({info['arch']})" if "gpu" in info else f" ({remote.target} builds)"),
+                  file=sys.stderr, flush=True)
+            arch = _server_arch(prog, args.arch, remote, info)
+            step.build_arch(arch)
+        elif not harness.gpu_present():
             raise options.UsageError("a sweep times kernels and needs a CUDA GPU; none was found (try --dry-run)")
-    except (options.UsageError, ConfigError) as exc:
+        measured = measured_in_log(step, args.log) if args.resume else None
+    except (options.UsageError, ConfigError, rpc.TrackerError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return options.EXIT_USAGE
-    log = open(args.log, "a") if args.log else None
+    log = _open_log(args.log) if args.log else None
     try:
         if by_shape:
-            best = sweep_shapes(step, sizes, arch, args.repeat, args.candidates, args.workers, log, _sm_count())
+            sm_count = _sm_count() if remote is None else _server_sm_count(info)
+            best = sweep_shapes(step, sizes, arch, args.repeat, args.candidates, args.workers, log, sm_count,
+                                remote, measured)
         else:
-            best = sweep(step, sizes, arch, args.repeat, args.top, args.workers, log)
+            best = sweep(step, sizes, arch, args.repeat, args.top, args.workers, log, remote, measured)
     finally:
         if log:
             log.close()
-    if args.write and best and by_shape:
+    if args.write and best:
+        env = harness.environment() if remote is None else rpc.environment(remote, info)
         path = TUNED_DIR / f"step{step.number}.json"
-        write_tuned_shapes(step, best, harness.environment(), path)
-        print(f"wrote {path}")
-    elif args.write and best:
-        path = TUNED_DIR / f"step{step.number}.json"
-        write_tuned(step, best, harness.environment(), path)
+        (write_tuned_shapes if by_shape else write_tuned)(step, best, env, path)
         print(f"wrote {path}")
     return 0 if len(best) == len(sizes) else options.EXIT_FAILED
 
@@ -563,6 +761,28 @@ def _sm_count() -> int:
     import tvm
 
     return int(tvm.cuda(0).multi_processor_count)
+
+
+def _server_sm_count(info: dict) -> int:
+    """The servers' GPU's SM count (the shape rule's), or the rule's own for CPU builds."""
+    from schedules import shape_rule
+
+    return int(info.get("sm_count") or shape_rule.SM_COUNT)
+
+
+def _open_log(path: Path):
+    """--log for appending; a last line an interrupted run cut short is ended first, so the
+    next result starts a line of its own."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            cut_short = f.read(1) != b"\n"
+    except OSError:  # no file yet, or an empty one
+        cut_short = False
+    log = open(path, "a")
+    if cut_short:
+        log.write("\n")
+    return log
 
 
 def _dry_run_shapes(step, sizes, arch: str, per_shape: int) -> int:

@@ -144,6 +144,33 @@ def random_operands(M: int, N: int, K: int, rng: np.random.Generator):
     return a, b
 
 
+def verify_on(dev, func, a, b, ref: np.ndarray, nan=None) -> float:
+    """Run func(a, b, C) on `dev` (local, or a server's over RPC) with C poisoned with NaN;
+    the relative error of C against the float64 `ref`. `nan`: a NaN-filled tensor already on
+    `dev` to copy C from there (over RPC, the poison then never crosses the network)."""
+    import tvm
+
+    if nan is None:
+        c = tvm.runtime.tensor(np.full(ref.shape, np.nan, dtype=np.float32), dev)
+    else:
+        c = tvm.runtime.empty(ref.shape, "float32", dev)
+        nan.copyto(c)
+    func(a, b, c)
+    dev.sync()
+    return relative_error(c.numpy(), ref)
+
+
+def evaluator_timing(mod, dev, args, repeat: int) -> Timing:
+    """time_evaluator's samples of ``mod``'s main on `dev` (local, or a server's over RPC, where
+    the loop runs on the server): a warm-up of back-to-back launches for WARMUP_MS (clocks up,
+    caches warm), a probe, then `repeat` samples of about TARGET_SAMPLE_MS each."""
+    mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=int(WARMUP_MS))(*args)
+    probe = mod.time_evaluator("main", dev, number=3, repeat=1)(*args)
+    number = launches_per_sample(probe.mean * 1e3)
+    result = mod.time_evaluator("main", dev, number=number, repeat=repeat)(*args)
+    return summarize([r * 1e3 for r in result.results], number)
+
+
 # --- GPU ------------------------------------------------------------------------------
 
 
@@ -213,10 +240,7 @@ class KernelRunner:
 
     def verify(self, func, a, b, ref: np.ndarray) -> float:
         """Run func(a, b, C) on device inputs with C poisoned with NaN; relative error vs ref."""
-        c = self._tensor(np.full(ref.shape, np.nan, dtype=np.float32))
-        func(a, b, c)
-        self.dev.sync()
-        return relative_error(c.numpy(), ref)
+        return verify_on(self.dev, func, a, b, ref)
 
     def time(self, lib, M: int, N: int, K: int) -> Timing:
         """time_evaluator's CUDA-event samples, and the host-bound guard's submission time.
@@ -226,12 +250,7 @@ class KernelRunner:
         an upper bound on its host time, so a kernel it passes is certainly not host-bound."""
         a, b = random_operands(M, N, K, self.rng)
         args = [self._tensor(a), self._tensor(b), self._tensor(np.zeros((M, N), np.float32))]
-        # Warm-up: back-to-back launches for WARMUP_MS (clocks up, caches warm), then a probe.
-        lib.mod.time_evaluator("main", self.dev, number=1, repeat=1, min_repeat_ms=int(WARMUP_MS))(*args)
-        probe = lib.mod.time_evaluator("main", self.dev, number=3, repeat=1)(*args)
-        number = launches_per_sample(probe.mean * 1e3)
-        result = lib.mod.time_evaluator("main", self.dev, number=number, repeat=self.repeat)(*args)
-        timing = summarize([r * 1e3 for r in result.results], number)
+        timing = evaluator_timing(lib.mod, self.dev, args, self.repeat)
         func = lib["main"]
         timing.host_us = host_submit_us(lambda: func(*args), self.dev.sync, timing.median_ms)
         return timing

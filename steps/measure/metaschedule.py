@@ -12,6 +12,12 @@ the best latency MetaSchedule measured). Sizes already there and not re-tuned ar
 
 Needs a GPU, and ``cloudpickle`` for MetaSchedule's builder and runner processes
 (``pip install -e ".[tune]"``).
+
+With a tracker (``python -m steps.cublas --tune --tracker HOST:PORT --key KEY``) the
+candidates still build here and are measured on every server under the key: MetaSchedule's
+``RPCRunner`` with one worker per server (its default of one worker would measure all of them
+on one server), each candidate in a session of its own, exported as a shared library (the
+builder's default .tar would be linked by a compiler on the server).
 """
 
 from __future__ import annotations
@@ -52,8 +58,28 @@ def cost_model_name() -> str:
         return "random"
 
 
-def tune_size(size, arch: str, trials: int, work_dir: Path, cost_model: str):
-    """Tune one size; returns (best TuningRecord, seconds)."""
+def rpc_runner(tracker, timeout_s: float):
+    """MetaSchedule's runner over every server under `tracker`'s key (an rpc.Tracker): one
+    worker per server, each candidate's session limited to `timeout_s` (its load, where the
+    server compiles CUDA source, included)."""
+    from tvm.s_tir.meta_schedule.runner import RPCConfig, RPCRunner
+
+    config = RPCConfig(tracker_host=tracker.host, tracker_port=tracker.port, tracker_key=tracker.key,
+                       session_priority=1, session_timeout_sec=timeout_s)
+    return RPCRunner(config, max_workers=config.count_num_servers(allow_missing=False))
+
+
+def export_library(mod) -> str:
+    """MetaSchedule's builder export for an RPC runner: a shared library, which a server loads as
+    it is (the default .tar needs a compiler on the server to link it)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="metaschedule-"), "tvm_tmp_mod.so")
+    mod.export_library(path)
+    return path
+
+
+def tune_size(size, arch: str, trials: int, work_dir: Path, cost_model: str, runner=None):
+    """Tune one size (measured by `runner`, MetaSchedule's local one by default); returns
+    (best TuningRecord, seconds)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -61,10 +87,12 @@ def tune_size(size, arch: str, trials: int, work_dir: Path, cost_model: str):
     mod = tvm.IRModule({"main": matmul(M, N, K)})
     cores = max(1, os.cpu_count() or 1)
     started = time.monotonic()
+    remote = {} if runner is None else {"runner": runner}
+    builder = ms.builder.LocalBuilder(max_workers=cores, timeout_sec=BUILD_TIMEOUT_S,
+                                      **({} if runner is None else {"f_export": export_library}))
     db = ms.tune_tir(mod, tvm_refs.tuning_target(arch), str(work_dir), max_trials_global=trials,
-                     num_trials_per_iter=min(64, trials), cost_model=cost_model,
-                     builder=ms.builder.LocalBuilder(max_workers=cores, timeout_sec=BUILD_TIMEOUT_S),
-                     num_tuning_cores=cores)
+                     num_trials_per_iter=min(64, trials), cost_model=cost_model, builder=builder,
+                     num_tuning_cores=cores, **remote)
     seconds = time.monotonic() - started
     best = db.get_top_k(db.commit_workload(mod), 1)
     if not best:
@@ -111,10 +139,12 @@ def existing_records(directory: Path) -> dict:
     return tvm_refs.records_by_size(directory)
 
 
-def tune(sizes, arch: str, trials: int, env: dict, log=print) -> Path:
-    """Tune every size, then write the GPU model's database and tuning.json. Returns the folder."""
+def tune(sizes, arch: str, trials: int, env: dict, log=print, tracker=None, timeout_s: float = 60) -> Path:
+    """Tune every size, then write the GPU model's database and tuning.json. Returns the folder.
+    With `tracker` (an rpc.Tracker), the candidates are measured on its servers (rpc_runner)."""
     directory = tvm_refs.database_dir(results.gpu_slug(env["gpu"]))
     cost_model = cost_model_name()
+    runner = None if tracker is None else rpc_runner(tracker, timeout_s)
     records = existing_records(directory)
     summary_path = directory / "tuning.json"
     try:
@@ -126,11 +156,13 @@ def tune(sizes, arch: str, trials: int, env: dict, log=print) -> Path:
         for size in sizes:
             name = "x".join(map(str, size))
             log(f"MetaSchedule: tuning {name}, {trials} trials, cost model {cost_model}")
-            rec, seconds = tune_size(size, arch, trials, Path(work) / name, cost_model)
+            rec, seconds = tune_size(size, arch, trials, Path(work) / name, cost_model, runner)
             records[tuple(size)] = rec
             best_us = float(sum(float(t) for t in rec.run_secs) / len(rec.run_secs)) * 1e6
             per_size[name] = {"size": name, "trials": trials, "cost_model": cost_model,
                               "tuning_seconds": round(seconds, 1), "best_us_by_metaschedule": best_us}
+            if tracker is not None:
+                per_size[name]["runner"] = f"rpc: tracker {tracker}, key {tracker.key}"
             log(f"MetaSchedule: {name} done in {seconds:.0f} s; best {best_us:.1f} us (MetaSchedule's own runner)")
     write_database(directory, records, arch)
     summary = {

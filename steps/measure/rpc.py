@@ -1,0 +1,615 @@
+"""Measure candidates on the GPUs behind TVM's RPC tracker: one client thread per server.
+
+The serving is TVM's own: a tracker, and one ``tvm.exec.rpc_server`` per GPU registered under
+a key (``python -m steps.rpc_pool`` starts them). This is the client. A candidate is built
+and exported as a shared library here (``build_job``, in the caller's build processes, in
+parallel as the local sweep builds); a client thread uploads it to its server, loads it,
+checks it against float64 exactly as the local path does (``harness.verify_on``: inputs in
+[-1, 1), C poisoned with NaN, the same tolerance) and times it with time_evaluator, whose
+loop runs on the server (``harness.evaluator_timing``, the local path's samples). The result
+is the local path's dict: M, N, K, config, then rel_err, median_ms, gflops, or error.
+
+Where the CUDA is compiled. ``tvm.compile`` runs NVRTC where TVM's CUDA runtime is loaded (a
+machine with a driver): the library then holds a cubin and the server only loads it. On a
+client without one, the library holds CUDA source and the server compiles it when it loads
+it, inside the session, one candidate after another (2-15 s each for this ladder's kernels),
+with the project's NVRTC set-up, which the launcher gives every server (schedules/nvrtc.py).
+
+Sessions. A server runs one session at a time, and a new session costs ~100 ms (on CUDA also
+a new context), so each client thread holds one session for a batch of candidates. TVM's only
+timeout is the session's: the server kills a session older than it. So sessions are asked for
+with twice the per-candidate ``timeout_s`` and take new candidates during their first
+``timeout_s`` only: a candidate the server stops has had at least ``timeout_s``, and a
+session that expires is the running candidate's doing, never its batch's.
+
+Faults cost a candidate, never the sweep:
+- a candidate past its time fails ("timeout: ...");
+- a lost session (the server died, or the kernel crashed it; TVM's server then stops serving
+  until restarted: the launcher restarts it) puts the candidate back once, for any server,
+  then fails it ("rpc: ...");
+- a kernel that raises (a CUDA fault, a load error) fails, and its session is dropped: a
+  fault leaves the server's CUDA context unusable, and a new session is a new process;
+- a server that stops answering altogether costs its candidate after the session's time and
+  a grace period, and its thread is left behind;
+- when no server has been registered under the key for ``wait_s``, the candidates still
+  waiting fail ("rpc: no server ...").
+Client threads follow the tracker: one per registered server, more when servers join, fewer
+when one cannot get a session while others hold every server.
+
+``target="llvm"`` builds each candidate as a CPU kernel instead (``build_cpu``): the tests
+drive this very code, the distribution, the faults and the resuming, on machines with no GPU.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import hashlib
+import importlib
+import json
+import os
+import platform
+import queue
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import schedules
+
+from . import harness
+
+CONNECT_S = 5.0  # the tracker must answer within this: a wrong address fails fast
+WAIT_S = 30  # how long a sweep waits for a server under its key (--wait)
+TIMEOUT_S = 60  # seconds each candidate has at least on its server (--timeout); stopped by twice that
+REQUEST_S = 5.0  # one request for a session waits this long before its thread looks again
+POLL_S = 0.5  # how often the collecting thread looks at the tracker, and idle clients at the queue
+GRACE_S = 30.0  # past its session's end, a candidate whose server says nothing is given up
+OPERAND_SIZES = 4  # sizes whose inputs and float64 reference are kept, shared by the threads
+TARGETS = {  # --rpc-target: how a candidate is built, and the server's device it runs on
+    "cuda": ("steps.measure.rpc:build_cuda", "cuda"),
+    "llvm": ("steps.measure.rpc:build_cpu", "cpu"),
+}
+
+
+class TrackerError(Exception):
+    """The tracker cannot be reached, or no server under the key can be had: one line."""
+
+
+class NoFreeServer(TrackerError):
+    """No server under the key was free for a session within the wait."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """'HOST:PORT' -> (host, port); ValueError, one line, for anything else."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not HOST:PORT: {text!r}")
+    return host.strip("[]"), int(port)
+
+
+# --- the tracker -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tracker:
+    """A tracker's address and the key its servers registered under; every call is bounded in
+    time (TVM's own client waits a minute to connect and forever for a free server)."""
+
+    host: str
+    port: int
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _connect(self, timeout: float) -> socket.socket:
+        from tvm.rpc import base
+
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        except OSError as exc:
+            raise TrackerError(f"cannot reach the RPC tracker at {self}: {exc.strerror or exc}") from None
+        try:
+            sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+            magic = struct.unpack("<i", base.recvall(sock, 4))[0]
+        except (OSError, struct.error) as exc:
+            sock.close()
+            raise TrackerError(f"{self} did not answer as an RPC tracker: {exc}") from None
+        if magic != base.RPC_TRACKER_MAGIC:
+            sock.close()
+            raise TrackerError(f"{self} is not an RPC tracker")
+        return sock
+
+    def summary(self, timeout: float = CONNECT_S) -> dict:
+        """The tracker's own summary: {"server_info": [...], "queue_info": {...}}."""
+        from tvm.rpc import base
+
+        sock = self._connect(timeout)
+        try:
+            base.sendjson(sock, [base.TrackerCode.SUMMARY])
+            value = base.recvjson(sock)
+        except OSError as exc:
+            raise TrackerError(f"the RPC tracker at {self} stopped answering: {exc}") from None
+        finally:
+            sock.close()
+        if value[0] != base.TrackerCode.SUCCESS:
+            raise TrackerError(f"the RPC tracker at {self} answered {value!r}")
+        return value[1]
+
+    def servers(self, timeout: float = CONNECT_S) -> list[str]:
+        """'host:port' of each server registered under the key, busy or free."""
+        return [":".join(map(str, s["addr"])) for s in self.summary(timeout)["server_info"]
+                if s.get("key") == f"server:{self.key}"]
+
+    def wait_for_servers(self, wait_s: float) -> list[str]:
+        """The servers under the key, waiting up to `wait_s` for the first to register."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            found = self.servers()
+            if found or time.monotonic() >= deadline:
+                break
+            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+        if not found:
+            raise TrackerError(f"no RPC server under key {self.key!r} at the tracker {self} after {wait_s:g} s "
+                               "(python -m steps.rpc_pool starts them)")
+        return found
+
+    def request(self, session_timeout: float, wait_s: float = REQUEST_S, priority: int = 1):
+        """(a session on a free server under the key, its 'host:port').
+
+        NoFreeServer when none is free within `wait_s`: the request is then dropped (closing
+        its connection withdraws it; a server it was matched to meanwhile takes a new key
+        after a few seconds, as TVM's server does for any unused match)."""
+        from tvm import rpc
+        from tvm.rpc import base
+
+        sock = self._connect(CONNECT_S)
+        try:
+            sock.settimeout(wait_s)
+            base.sendjson(sock, [base.TrackerCode.REQUEST, self.key, "", priority])
+            value = base.recvjson(sock)
+        except socket.timeout:
+            raise NoFreeServer(f"no server under key {self.key!r} at {self} was free for {wait_s:g} s") from None
+        except OSError as exc:
+            raise TrackerError(f"the RPC tracker at {self} stopped answering: {exc}") from None
+        finally:
+            sock.close()
+        if value[0] != base.TrackerCode.SUCCESS:
+            raise TrackerError(f"the RPC tracker at {self} answered {value!r}")
+        url, port, match_key = value[1]
+        return rpc.connect(url, port, match_key, session_timeout), f"{url}:{port}"
+
+    def probe(self, device: str, wait_s: float) -> dict:
+        """What the servers are, asked of one of them: its device's name, arch, SM count and
+        shared memory per block (CUDA), and how many servers there are."""
+        servers = self.wait_for_servers(wait_s)
+        try:
+            session, server = self.request(session_timeout=TIMEOUT_S, wait_s=wait_s)
+        except NoFreeServer:
+            raise TrackerError(f"every server under key {self.key!r} at {self} stayed busy for {wait_s:g} s") from None
+        except TrackerError:
+            raise
+        except Exception as exc:  # the server vanished between the tracker's answer and the connect
+            raise TrackerError(f"cannot open a session on a server under key {self.key!r}: "
+                               f"{harness._one_line(exc)}") from None
+        info = {"server": server, "servers": len(servers), "device": device}
+        try:
+            dev = session.cuda(0) if device == "cuda" else session.cpu(0)
+            if not dev.exist:
+                raise TrackerError(f"the server {server} under key {self.key!r} has no {device} device")
+            if device == "cuda":
+                info.update(gpu=dev.device_name, compute_capability=dev.compute_version,
+                            arch="sm_" + dev.compute_version.replace(".", ""),
+                            sm_count=dev.multi_processor_count,
+                            max_shared_memory_per_block=dev.max_shared_memory_per_block)
+        except TrackerError:
+            raise
+        except Exception as exc:
+            raise TrackerError(f"the server {server} under key {self.key!r} failed a device query: "
+                               f"{harness._one_line(exc)}") from None
+        finally:
+            del session
+        return info
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Where and how a sweep measures over RPC: the tracker and key, the target its candidates
+    are built for ("cuda"; "llvm" builds CPU kernels of the same candidates, for tests), the
+    per-candidate timeout, the wait for servers, and the builder ("module:function", for tests;
+    by default the target's)."""
+
+    tracker: Tracker
+    target: str = "cuda"
+    timeout_s: float = TIMEOUT_S
+    wait_s: float = WAIT_S
+    builder: str | None = None
+
+    @property
+    def device(self) -> str:
+        return TARGETS[self.target][1]
+
+    @property
+    def build_spec(self) -> str:
+        return self.builder or TARGETS[self.target][0]
+
+    def connect(self) -> dict:
+        """Wait (bounded) for a server under the key and ask it what it is (Tracker.probe)."""
+        return self.tracker.probe(self.device, self.wait_s)
+
+
+def environment(remote: Remote, info: dict) -> dict:
+    """What a result measured over RPC is stamped with: the servers' GPU as one of them reports
+    it, this client's TVM and numpy, the date, and the tracker, key and server count."""
+    import tvm
+
+    env = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "tvm_version": tvm.__version__,
+        "host": info["server"],
+        "client": platform.node(),
+        "numpy_version": np.__version__,
+    }
+    env.update({k: info[k] for k in ("gpu", "compute_capability", "sm_count", "max_shared_memory_per_block")
+                if k in info})
+    env["rpc"] = f"tracker {remote.tracker}, key {remote.tracker.key}, {info['servers']} servers"
+    return env
+
+
+# --- building: in the caller's build processes --------------------------------------------------
+
+
+def build_cuda(step_number: int, M: int, N: int, K: int, arch: str, config: dict):
+    """The candidate as the local sweep builds it."""
+    step = schedules.get_step(step_number)
+    return schedules.build(step, M, N, K, arch=arch, config=step.Config.from_dict(config))
+
+
+def build_cpu(step_number: int, M: int, N: int, K: int, arch: str, config: dict):
+    """The candidate as a CPU kernel: the base matmul tiled block_m x block_n (so candidates
+    differ in speed), its k loop outside the tile, compiled for llvm. For the tests of the
+    distribution, which run where there is no GPU; the config is validated as the GPU's is."""
+    import tvm
+    from tvm import s_tir
+    from tvm.target import Target
+
+    from schedules.matmul import matmul
+
+    step = schedules.get_step(step_number)
+    cfg = step.Config.from_dict(config)
+    sch = s_tir.Schedule(matmul(M, N, K))
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    i_outer, i_inner = sch.split(i, [None, min(M, getattr(cfg, "block_m", 32))])
+    j_outer, j_inner = sch.split(j, [None, min(N, getattr(cfg, "block_n", 32))])
+    sch.reorder(i_outer, j_outer, k, i_inner, j_inner)
+    return tvm.compile(sch.mod, target=Target({"kind": "llvm"}))
+
+
+def _resolve(spec: str):
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def library_name(step_number: int, size, config: dict) -> str:
+    """A file name per candidate: step, size and a hash of the config."""
+    digest = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    return f"step{step_number}_{'x'.join(map(str, size))}_{digest}.so"
+
+
+def build_job(builder: str, step_number: int, size, config: dict, arch: str, directory: str) -> dict:
+    """Build one candidate with `builder` ("module:function") and export it as a shared library
+    in `directory` (a .so: a .tar would need a compiler on the server). Returns the local
+    result's M, N, K and config, with "path", or with "error" (as the local sweep's)."""
+    M, N, K = size
+    out = {"M": M, "N": N, "K": K, "config": config}
+    try:
+        lib = _resolve(builder)(step_number, M, N, K, arch, config)
+        path = os.path.join(directory, library_name(step_number, size, config))
+        lib.export_library(path)
+    except Exception as exc:
+        return {**out, "error": "build: " + harness._one_line(exc)}
+    return {**out, "path": path}
+
+
+# --- measuring: one client thread per server -----------------------------------------------------
+
+
+@dataclass
+class Candidate:
+    """A built candidate on its way to a server: `job` is the caller's, handed back with the result."""
+
+    job: tuple
+    path: str
+    size: tuple
+    result: dict  # M, N, K, config: what the result starts from
+    repeat: int
+    tolerance: float
+    attempts: int = 0
+
+
+@dataclass
+class _Session:
+    rpc: object
+    server: str
+    started: float
+    tensors: dict = field(default_factory=dict)  # size -> the operands on this server's device
+
+    def age(self) -> float:
+        return time.monotonic() - self.started
+
+
+@dataclass
+class _Client:
+    thread: threading.Thread | None = None
+    session: _Session | None = None
+    running: tuple | None = None  # (candidate, since)
+    abandoned: bool = False  # its server stopped answering: whatever it returns is dropped
+
+
+class _Operands:
+    """Random inputs and their float64 product per size, made once and shared by the threads
+    (the reference at 4096 costs seconds of host time); the last OPERAND_SIZES sizes are kept."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_size: collections.OrderedDict = collections.OrderedDict()
+
+    def get(self, size):
+        with self._lock:
+            if size not in self._by_size:
+                while len(self._by_size) >= OPERAND_SIZES:
+                    self._by_size.popitem(last=False)
+                a, b = harness.random_operands(*size, np.random.default_rng())
+                self._by_size[size] = (a, b, a.astype(np.float64) @ b.astype(np.float64))
+            return self._by_size[size]
+
+
+class RemoteRunner:
+    """Measures built candidates on the servers under the tracker's key (the module docstring
+    says how, and what each fault costs). ``submit`` hands a built candidate over, ``report``
+    a result with nothing to measure (a failed build); ``collect`` delivers the results, in
+    the calling thread, while it watches the tracker."""
+
+    def __init__(self, tracker: Tracker, device: str = "cuda", timeout_s: float = TIMEOUT_S,
+                 wait_s: float = WAIT_S):
+        self.tracker = tracker
+        self.device = device
+        self.timeout_s = timeout_s
+        self.session_s = 2 * timeout_s
+        self.wait_s = wait_s
+        self.served: collections.Counter = collections.Counter()  # server -> candidates it measured
+        self.retried = 0  # candidates put back after a lost session
+        self._todo: queue.Queue = queue.Queue()
+        self._results: queue.Queue = queue.Queue()
+        self._clients: list[_Client] = []
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._operands = _Operands()
+        self._last_server = time.monotonic()
+        self._watched = 0.0
+        self._no_server: str | None = None  # why the waiting candidates fail, while no server is there
+
+    # --- the caller's side ---
+
+    def submit(self, candidate: Candidate) -> None:
+        if self._no_server:
+            self._fail(candidate, self._no_server)
+        else:
+            self._todo.put(candidate)
+
+    def report(self, job: tuple, result: dict) -> None:
+        self._results.put((job, result))
+
+    def collect(self, count: int, on_result) -> None:
+        """Call on_result(job, result) for `count` results, submitted or reported (those may
+        still be arriving from another thread)."""
+        for _ in range(count):
+            while True:
+                self._watch()
+                try:
+                    job, result = self._results.get(timeout=POLL_S)
+                    break
+                except queue.Empty:
+                    continue
+            on_result(job, result)
+
+    def in_flight(self) -> list[tuple[str, Candidate]]:
+        """(server, candidate) of each candidate being measured now."""
+        with self._lock:
+            return [(c.session.server, c.running[0]) for c in self._clients
+                    if c.running and c.session and not c.abandoned]
+
+    def close(self) -> None:
+        """Stop the client threads (each ends its session); a thread still waiting on a
+        server that stopped answering is left to die with the process (daemon)."""
+        self._closing.set()
+        deadline = time.monotonic() + 2 * POLL_S + 1.0
+        for client in list(self._clients):
+            if client.thread is not None:
+                client.thread.join(max(0.0, deadline - time.monotonic()))
+
+    # --- watching the tracker (the collecting thread) ---
+
+    def _watch(self) -> None:
+        now = time.monotonic()
+        if now - self._watched < POLL_S:
+            return
+        self._watched = now
+        try:
+            servers = self.tracker.servers()
+        except TrackerError:
+            servers = []  # sessions already open go on; new ones wait for the tracker to return
+        with self._lock:
+            live = [c for c in self._clients if c.thread.is_alive() and not c.abandoned]
+            if servers:
+                self._last_server, self._no_server = now, None
+            elif now - self._last_server > self.wait_s and not any(c.session for c in live):
+                self._no_server = (f"rpc: no server under key {self.tracker.key!r} at the tracker "
+                                   f"{self.tracker} for {self.wait_s:g} s")
+            for _ in range(len(servers) - len(live)):
+                self._start_client()
+            stuck = [c for c in live if c.running and now - c.running[1] > self.session_s + GRACE_S]
+            for client in stuck:
+                client.abandoned = True
+                candidate, _ = client.running
+                server = client.session.server if client.session else "its server"
+                self._fail(candidate, f"rpc: no answer from {server} in {self.session_s + GRACE_S:g} s")
+        if self._no_server:
+            while True:
+                try:
+                    self._fail(self._todo.get_nowait(), self._no_server)
+                except queue.Empty:
+                    break
+
+    def _start_client(self) -> None:
+        client = _Client()
+        client.thread = threading.Thread(target=self._serve, args=(client,), daemon=True,
+                                         name=f"rpc-client-{len(self._clients)}")
+        self._clients.append(client)
+        client.thread.start()
+
+    def _surplus(self, client: _Client) -> bool:
+        """Whether this client should retire: more clients than registered servers."""
+        try:
+            servers = len(self.tracker.servers())
+        except TrackerError:
+            return False
+        with self._lock:
+            live = [c for c in self._clients if c.thread.is_alive() and not c.abandoned]
+            if len(live) > max(servers, 1):
+                self._clients.remove(client)
+                return True
+        return False
+
+    # --- a client thread ---
+
+    def _serve(self, client: _Client) -> None:
+        try:
+            self._serve_until_done(client)
+        finally:
+            client.session = None  # ends the session: the server takes its next client
+
+    def _serve_until_done(self, client: _Client) -> None:
+        while not self._closing.is_set() and not client.abandoned:
+            try:
+                candidate = self._todo.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if client.session is not None and client.session.age() > self.timeout_s:
+                client.session = None  # a session takes new candidates in its first timeout_s only
+            if client.session is None:
+                try:
+                    session, server = self.tracker.request(session_timeout=self.session_s)
+                except NoFreeServer:
+                    self._todo.put(candidate)
+                    if self._surplus(client):
+                        return
+                    continue
+                except TrackerError:
+                    self._todo.put(candidate)
+                    time.sleep(POLL_S)  # the collecting thread decides when to give up
+                    continue
+                except Exception as exc:  # the server went between the tracker's answer and the connect
+                    self._lost(candidate, f"cannot connect: {harness._one_line(exc)}")
+                    continue
+                client.session = _Session(session, server, time.monotonic())
+            started = time.monotonic()
+            client.running = (candidate, started)
+            result, keep = self._measure(client.session, candidate, started)
+            with self._lock:  # the collecting thread may have given this candidate up meanwhile
+                if client.abandoned:
+                    return
+                client.running = None
+            if not keep:
+                client.session = None
+            if result is not None:
+                _remove(candidate.path)
+                self._results.put((candidate.job, result))
+
+    def _measure(self, session: _Session, candidate: Candidate, started: float) -> tuple[dict | None, bool]:
+        """(the candidate's result, whether the session is still good); None for a candidate
+        put back after a lost session."""
+        out = dict(candidate.result)
+        M, N, K = candidate.size
+        name = os.path.basename(candidate.path)
+        phase = "load"
+        try:
+            session.rpc.upload(candidate.path)
+            mod = session.rpc.load_module(name)
+            phase = "run"
+            dev = session.rpc.cuda(0) if self.device == "cuda" else session.rpc.cpu(0)
+            a, b, c, nan, ref = self._tensors(session, dev, candidate.size)
+            err = harness.verify_on(dev, mod["main"], a, b, ref, nan)
+            timing = harness.evaluator_timing(mod, dev, [a, b, c], candidate.repeat)
+            session.rpc.remove(name)
+        except Exception as exc:
+            return self._fault(session, candidate, phase, exc, started), False
+        with self._lock:
+            self.served[session.server] += 1
+        out.update(rel_err=err, median_ms=timing.median_ms, gflops=timing.gflops(M, N, K))
+        if not err <= candidate.tolerance:
+            out["error"] = f"wrong result: relative error {err:.3g}"
+        return out, True
+
+    def _fault(self, session: _Session, candidate: Candidate, phase: str, exc: Exception,
+               started: float) -> dict | None:
+        """The result of a candidate whose load or run raised: a timeout, a lost session (put
+        back once), or the kernel's own error."""
+        text = harness._one_line(exc)
+        if "RPCSessionTimeoutError" in str(exc) or session.age() >= 0.95 * self.session_s:
+            return {**candidate.result, "error": f"timeout: still running on {session.server} after "
+                                                 f"{time.monotonic() - started:.0f} s (--timeout {self.timeout_s:g})"}
+        if not _alive(session):
+            self._lost(candidate, f"{session.server}: {text}")
+            return None
+        return {**candidate.result, "error": f"{phase}: {text}"}
+
+    def _lost(self, candidate: Candidate, why: str) -> None:
+        candidate.attempts += 1
+        if candidate.attempts < 2:
+            with self._lock:
+                self.retried += 1
+            self._todo.put(candidate)
+        else:
+            self._fail(candidate, f"rpc: the session was lost twice (its server died, or the kernel crashed it): {why}")
+
+    def _fail(self, candidate: Candidate, why: str) -> None:
+        _remove(candidate.path)
+        self._results.put((candidate.job, {**candidate.result, "error": why}))
+
+    def _tensors(self, session: _Session, dev, size):
+        """This session's copies of the size's operands, an output for the timing, a NaN-filled
+        output to poison each check's from, on the server's device; and the reference here."""
+        import tvm
+
+        if size not in session.tensors:
+            session.tensors.clear()  # jobs come size by size: keep one size on the device
+            a, b, ref = self._operands.get(size)
+            M, N, _ = size
+            session.tensors[size] = (tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev),
+                                     tvm.runtime.tensor(np.zeros((M, N), np.float32), dev),
+                                     tvm.runtime.tensor(np.full((M, N), np.nan, np.float32), dev), ref)
+        return session.tensors[size]
+
+
+def _alive(session: _Session) -> bool:
+    """Whether the session still answers: a look-up of a server function is one round trip that
+    leaves the device alone (a CUDA fault's context fails any device call, yet the session that
+    reported the fault is alive; and a CPU device's ``exist`` is answered here, unasked)."""
+    try:
+        session.rpc.get_function("tvm.rpc.server.remove")
+        return True
+    except Exception:
+        return False
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass

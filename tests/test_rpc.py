@@ -1,0 +1,384 @@
+"""Tuning over TVM's RPC tracker: the distribution, its faults and resuming, on real processes.
+
+A real tracker and two real servers on 127.0.0.1 (ports chosen free), started by the launcher
+(steps/commands/rpc_pool.py) and watched by it as ``python -m steps.rpc_pool`` watches them.
+The candidates are the sweep's own, built for the CPU (``--rpc-target llvm``,
+``rpc.build_cpu``), a few of them misbehaving on purpose (tests/rpc_kernels.py): every path
+under test, the client threads, sessions, faults, the results and the log, is the one a GPU
+sweep takes. Every process is stopped at the end, and every wait is bounded. One GPU test
+(marked) compares a sweep through a tracker with the local sweep on the same candidates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import schedules
+from steps.commands import rpc_pool, sweep
+from steps.measure import harness, rpc
+
+from .checks import one_line_error
+from .rpc_kernels import CRASH, HANG, IDLE, SLOW
+
+ROOT = Path(__file__).resolve().parent.parent
+STEP = schedules.get_step(11)
+SIZE = (256, 512, 128)
+KEY = "ladder-test"
+RESULT_KEYS = {"M", "N", "K", "config", "rel_err", "median_ms", "gflops"}
+
+pytestmark = pytest.mark.skipif(bool(rpc_pool.missing_packages(tracker=True)),
+                                reason=f"TVM's RPC processes need {rpc_pool.missing_packages(tracker=True)}: "
+                                       "pip install -e '.[test]'")
+
+
+def configs(count: int, size=SIZE, **changes) -> list[dict]:
+    """`count` distinct sweep candidates of step 11 at `size`, as dicts (with `changes`)."""
+    cfgs = [c.as_dict() for c in STEP.module.sweep_candidates(*size, "sm_90", 132, 25)][:count]
+    assert len(cfgs) == count
+    return [{**c, **changes} for c in cfgs]
+
+
+def jobs_of(cfgs: list[dict], size=SIZE, repeat: int = 2) -> list[tuple]:
+    return [(STEP.number, size, c, "sm_90", repeat) for c in cfgs]
+
+
+def wait_until(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout_s:g} s"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def launch():
+    """A tracker and two servers on 127.0.0.1, watched (a server that dies or stops serving is
+    restarted) until the module's tests are done; then everything is stopped."""
+    lines = []
+    launch = rpc_pool.Launch(["0", "1"], KEY, host="127.0.0.1", port=0, server_port=0, say=lines.append,
+                             ready_s=90)
+    stop = threading.Event()
+
+    def watch():
+        while not stop.wait(0.5):
+            launch.watch()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    try:
+        launch.start()
+        watcher.start()
+        launch.lines = lines
+        yield launch
+    finally:
+        stop.set()
+        watcher.join(10)
+        launch.stop()
+        alive = [p.proc.pid for p in launch.servers + [launch.tracker_process] if p.proc and p.proc.poll() is None]
+        assert not alive, f"processes left running: {alive}"
+
+
+@pytest.fixture
+def tracker(launch) -> rpc.Tracker:
+    """The launcher's tracker, once both servers are registered (a test before may have
+    crashed or killed them: the launcher restarts them)."""
+    wait_until(lambda: len(launch.tracker.servers()) == 2, 60, "both servers registered")
+    return launch.tracker
+
+
+def run_pool(remote: rpc.Remote, jobs: list[tuple], timeout_s: float = 90, during=None):
+    """Run the jobs through a RemotePool in a thread bounded in time; {config's json: result}."""
+    pool = sweep.RemotePool(1, remote)
+    results, failure = {}, []
+
+    def go():
+        try:
+            pool.run(jobs, lambda job, res: results.setdefault(json.dumps(job[2], sort_keys=True), res))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failure.append(exc)
+
+    runner = threading.Thread(target=go, daemon=True)
+    try:
+        runner.start()
+        if during is not None:
+            during(pool)
+        runner.join(timeout_s)
+        assert not runner.is_alive(), f"the sweep did not finish within {timeout_s:g} s"
+        assert not failure, failure
+    finally:
+        if not runner.is_alive():
+            assert not os.listdir(pool.directory), "exported libraries left behind"
+            pool.close()
+    assert not os.path.exists(pool.directory)
+    assert len(results) == len(jobs), "a candidate got no result, or two"
+    return pool, results
+
+
+# --- the distribution ----------------------------------------------------------------------------
+
+
+def test_both_servers_measure_and_results_read_as_the_local_paths(tracker):
+    """Eight candidates over two servers, each checked against float64 as the local sweep checks:
+    one that writes no output reads the NaN the check poisoned it with, and fails."""
+    cfgs = configs(8)
+    cfgs[5]["raster"] = IDLE
+    remote = rpc.Remote(tracker, target="llvm", builder="tests.rpc_kernels:build", timeout_s=30, wait_s=30)
+    pool, results = run_pool(remote, jobs_of(cfgs))
+    assert len(pool.runner.served) == 2 and sum(pool.runner.served.values()) == 8, pool.runner.served
+    wrong = results.pop(json.dumps(cfgs[5], sort_keys=True))
+    assert wrong["error"] == "wrong result: relative error inf" and wrong["rel_err"] == float("inf"), wrong
+    for res in results.values():
+        assert set(res) == RESULT_KEYS, res  # the local sweep's result, nothing more
+        assert res["rel_err"] <= harness.TOLERANCE and res["gflops"] > 0 and res["median_ms"] > 0
+
+
+def test_a_timeout_and_a_crashing_kernel_cost_their_candidates_only(launch, tracker):
+    """A kernel that sleeps past --timeout fails as a timeout; one that aborts crashes its
+    server's session twice (it is retried once) and fails; TVM's servers stop serving after
+    that, the launcher restarts them, and every other candidate is measured."""
+    cfgs = configs(5)
+    cfgs[1]["raster"], cfgs[3]["raster"] = HANG, CRASH
+    remote = rpc.Remote(tracker, target="llvm", builder="tests.rpc_kernels:build", timeout_s=3, wait_s=45)
+    started = time.monotonic()
+    _, results = run_pool(remote, jobs_of(cfgs), timeout_s=100)
+    by_raster = {json.loads(k)["raster"]: r for k, r in results.items()}
+    assert by_raster[HANG]["error"].startswith("timeout: still running"), by_raster[HANG]
+    assert by_raster[CRASH]["error"].startswith("rpc: the session was lost twice"), by_raster[CRASH]
+    ok = [r for k, r in results.items() if json.loads(k)["raster"] not in (HANG, CRASH)]
+    assert len(ok) == 3 and all("error" not in r for r in ok), ok
+    assert time.monotonic() - started < 90
+    wait_until(lambda: len(launch.tracker.servers()) == 2, 60, "the crashed servers restarted")
+    assert any("no longer registered" in line for line in launch.lines), launch.lines
+
+
+def test_a_server_killed_mid_sweep_costs_nothing(launch, tracker):
+    """The server measuring a slow candidate is killed (its whole process group, SIGKILL): the
+    candidate is measured again on the other server, the sweep finishes, the launcher restarts
+    the dead server."""
+    cfgs = configs(6)
+    cfgs[0]["raster"] = SLOW
+    remote = rpc.Remote(tracker, target="llvm", builder="tests.rpc_kernels:build", timeout_s=30, wait_s=45)
+    killed = []
+
+    def kill_the_slow_ones_server(pool):
+        def slow_running():
+            return [server for server, c in pool.runner.in_flight() if c.result["config"]["raster"] == SLOW]
+
+        wait_until(slow_running, 60, "the slow candidate running")
+        port = int(slow_running()[0].rsplit(":", 1)[1])
+        server = next(s for s in launch.servers if s.port == port)
+        os.killpg(server.proc.pid, signal.SIGKILL)
+        killed.append(port)
+
+    pool, results = run_pool(remote, jobs_of(cfgs), timeout_s=100, during=kill_the_slow_ones_server)
+    assert killed and pool.runner.retried == 1
+    assert all("error" not in r for r in results.values()), results
+    wait_until(lambda: len(launch.tracker.servers()) == 2, 60, "the killed server restarted")
+    assert any("exited (killed by SIGKILL)" in line for line in launch.lines), launch.lines
+
+
+# --- the command: resuming, one-line errors -------------------------------------------------------
+
+
+def sweep_argv(tracker: rpc.Tracker, log: Path, *extra: str) -> list[str]:
+    return ["--step", "11", "--shapes", "256x512x128,128x256x128", "--candidates", "3", "--repeat", "2",
+            "--workers", "1", "--tracker", str(tracker), "--key", tracker.key, "--rpc-target", "llvm",
+            "--log", str(log), *extra]
+
+
+def test_an_interrupted_sweep_resumes_from_its_log(tracker, tmp_path, capsys):
+    log = tmp_path / "sweep.jsonl"
+    assert sweep.main(sweep_argv(tracker, log)) == 0
+    first = log.read_text().splitlines()
+    assert len(first) == 6 and all("error" not in json.loads(line) for line in first)
+    # Cut off after two results, the third line half written; a lost candidate is measured again.
+    lost = {**json.loads(first[2]), "error": "rpc: no server under key"}
+    for k in ("rel_err", "median_ms", "gflops"):
+        lost.pop(k)
+    log.write_text("\n".join(first[:2] + [json.dumps(lost), first[3][:40]]))
+    capsys.readouterr()
+    assert sweep.main(sweep_argv(tracker, log, "--resume")) == 0
+    out, err = capsys.readouterr()
+    assert "2 candidates measured before (--resume)" in err and "4 candidates over 2 shapes" in err
+    lines = log.read_text().splitlines()
+    assert len(lines) == 4 + 4, "the four candidates not in the log measured, each logged once"
+    again = [json.loads(line) for line in lines[4:]]
+    assert json.loads(first[2])["config"] in [r["config"] for r in again]  # the lost one, measured again
+    logged = [json.loads(line) for line in lines[:2]] + again
+    for shape in ("256x512x128", "128x256x128"):  # the best of old and new results together
+        M, N, K = map(int, shape.split("x"))
+        best = max((r for r in logged if (r["M"], r["N"], r["K"]) == (M, N, K)), key=lambda r: r["gflops"])
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"best at {shape}:"))
+        assert f"{best['gflops'] / 1e3:.1f} TFLOPS" in line
+        assert f"block_m={best['config']['block_m']} block_n={best['config']['block_n']}" in line
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--tracker", "127.0.0.1", "--key", "k"], ["--tracker", "not HOST:PORT"]),
+    (["--key", "k"], ["--key", "give --tracker"]),
+    (["--tracker", "127.0.0.1:9"], ["--tracker needs --key"]),
+    (["--timeout", "5"], ["--timeout", "--tracker"]),
+    (["--resume"], ["--resume", "--log"]),
+    (["--tracker", "127.0.0.1:9", "--key", "k", "--dry-run"], ["--dry-run", "drop --tracker"]),
+])
+def test_bad_rpc_options_are_one_line(argv, words, capsys):
+    assert sweep.main(["--step", "11", "--shapes", "256x512x128", *argv]) == 2
+    one_line_error(capsys.readouterr().err, "steps.sweep", *words)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--tracker", "h:1", "--key", "k"], ["--tracker", "--tune"]),
+    (["--tune", "--tracker", "h:1"], ["--tracker and --key go together"]),
+    (["--tune", "--key", "k"], ["--tracker and --key go together"]),
+    (["--tune", "--tracker", "h", "--key", "k"], ["--tracker", "not HOST:PORT"]),
+])
+def test_bad_rpc_options_of_metaschedules_tuning_are_one_line(argv, words, capsys):
+    from steps.commands import cublas
+
+    assert cublas.main(argv) == 2
+    one_line_error(capsys.readouterr().err, "steps.cublas", *words)
+
+
+def test_an_unreachable_tracker_is_one_line(capsys):
+    port = rpc_pool.free_port("127.0.0.1", 0)  # free: nothing listens there
+    started = time.monotonic()
+    assert sweep.main(["--step", "11", "--shapes", "256x512x128", "--tracker", f"127.0.0.1:{port}", "--key", "k"]) == 2
+    one_line_error(capsys.readouterr().err, "steps.sweep", "cannot reach the RPC tracker", str(port))
+    assert time.monotonic() - started < rpc.CONNECT_S + 5
+
+
+def test_no_server_for_the_key_is_one_line_after_the_wait(tracker, capsys):
+    started = time.monotonic()
+    assert sweep.main(["--step", "11", "--shapes", "256x512x128", "--tracker", str(tracker), "--key", "nobody",
+                       "--wait", "1", "--rpc-target", "llvm"]) == 2
+    one_line_error(capsys.readouterr().err, "steps.sweep", "no RPC server under key 'nobody'", "after 1 s")
+    assert time.monotonic() - started < 10
+
+
+# --- the launcher's command line, and MetaSchedule's runner -----------------------------------------
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below `pid` (Linux /proc), for checking that a stop stopped them all."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_the_launcher_prints_how_to_use_it_and_ctrl_c_stops_everything(tmp_path):
+    out = tmp_path / "out.txt"
+    with open(out, "w") as stdout:
+        proc = subprocess.Popen([sys.executable, "-m", "steps.rpc_pool", "--gpus", "0-1", "--key", "cli",
+                                 "--host", "127.0.0.1", "--port", "0", "--server-port", "0"],
+                                stdout=stdout, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    started = set()
+    try:
+        wait_until(lambda: "Ctrl-C stops" in out.read_text() or proc.poll() is not None, 120, "the launcher ready")
+        text = out.read_text()
+        assert proc.poll() is None, text
+        assert "key 'cli': 2 servers, GPUs 0,1" in text and "--tracker 127.0.0.1:" in text and "--key cli" in text
+        host, port = rpc.parse_address(text.split("--tracker ")[1].split()[0])
+        assert len(rpc.Tracker(host, port, "cli").servers()) == 2
+        started = _descendants(proc.pid)
+        assert len(started) >= 3  # the tracker and two servers, and the servers' own workers
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+        assert "stopped the tracker and servers started here" in out.read_text()
+        assert not [pid for pid in started if _alive(pid)]
+    finally:
+        for pid in [proc.pid, *started]:
+            if _alive(pid):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--key", "k"], ["--gpus"]),
+    (["--gpus", "x", "--key", "k"], ["not a GPU list"]),
+    (["--gpus", "0", "--key", "k", "--tracker", "h:1", "--port", "9191"], ["--port", "--tracker"]),
+    (["--gpus", "0", "--key", "k", "--tracker", "h"], ["not HOST:PORT"]),
+])
+def test_bad_launcher_options_are_one_line(argv, words, capsys):
+    assert rpc_pool.main(argv) == 2
+    one_line_error(capsys.readouterr().err, "steps.rpc_pool", *words)
+
+
+@pytest.mark.parametrize("text, gpus", [("0,1,2,3", ["0", "1", "2", "3"]), ("0-3", ["0", "1", "2", "3"]),
+                                        ("4,6-7", ["4", "6", "7"])])
+def test_gpu_lists(text, gpus):
+    assert rpc_pool.gpu_list(text) == gpus
+
+
+@pytest.mark.parametrize("text", ["", "a", "0,,1", "1-", "0,0"])
+def test_bad_gpu_lists(text):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        rpc_pool.gpu_list(text)
+
+
+def test_metaschedule_measures_on_every_server(tracker, monkeypatch):
+    """RPCRunner uses one server unless max_workers says otherwise: ours says how many there are."""
+    from tvm.s_tir.meta_schedule import runner
+
+    from steps.measure import metaschedule
+
+    made = []
+    monkeypatch.setattr(runner, "RPCRunner", lambda config, max_workers: made.append((config, max_workers)))
+    metaschedule.rpc_runner(tracker, timeout_s=30)
+    [(config, workers)] = made
+    assert workers == 2
+    assert (config.tracker_host, config.tracker_port, config.tracker_key) == (tracker.host, tracker.port, KEY)
+    assert config.session_timeout_sec == 30
+
+
+# --- the GPU: the same winner as the local sweep ---------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_a_sweep_through_a_tracker_picks_the_local_sweeps_winner():
+    """Step 11's candidates at 2048^3, swept on this GPU locally and through a tracker with one
+    server on it: the same winner (or, where two candidates are within 3% of each other, a
+    winner within 3% of the local one), and the winners' times within 10%."""
+    arch = harness.gpu_arch()
+    size = (2048, 2048, 2048)
+    sm_count = int(__import__("tvm").cuda(0).multi_processor_count)
+    local = sweep.sweep_shapes(STEP, [size], arch, 10, 6, 4, None, sm_count)
+    launch = rpc_pool.Launch(["0"], "gpu-test", host="127.0.0.1", port=0, server_port=0, say=print)
+    try:
+        launch.start()
+        remote = rpc.Remote(launch.tracker, timeout_s=120, wait_s=60)
+        over_rpc = sweep.sweep_shapes(STEP, [size], arch, 10, 6, 4, None, sm_count, remote)
+    finally:
+        launch.stop()
+    a, b = local[size]["best"], over_rpc[size]["best"]
+    if a["config"] != b["config"]:
+        assert b["gflops"] >= 0.97 * a["gflops"], (a, b)
+    assert abs(b["gflops"] / a["gflops"] - 1) < 0.10, (a, b)

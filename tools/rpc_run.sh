@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 32's measurement on a GPU machine, from the project root (one 10-minute call):
+#   1. where the CUDA is compiled: a cubin in the build (the build processes run NVRTC) or not
+#   2. the tracker's GPU test: the same winner as the local sweep (tests/test_rpc.py -m gpu)
+#   3. wall time, the same step-11 candidates (SHAPES x CANDIDATES), alternating local, tracker,
+#      local, tracker: the tracker with one server must be at most 1.10x the local path, with the
+#      same winners (python -m steps.sweep --from-log on each log)
+#   SHAPES=... CANDIDATES=8 TESTS=0 bash tools/rpc_run.sh
+# Logs go to logs/; with $OUT set, one tar of logs/ goes to $OUT/rpc.tar.
+set -uo pipefail
+if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh || exit 1; fi
+export PYTHONUNBUFFERED=1
+mkdir -p logs
+finish() { kill -- -"$pool" 2>/dev/null; wait 2>/dev/null; if [ -n "${OUT:-}" ]; then tar -cf "$OUT/rpc.tar" logs; fi; }
+trap finish EXIT
+SHAPES=${SHAPES:-1024x1024x1024,2048x2048x2048,4096x4096x4096,2048x64x2048,128x4096x4096,256x256x16384,1000x1500x700,2047x2047x2047,4096x4096x64,513x257x1025}
+CANDIDATES=${CANDIDATES:-8}
+python3 -c "import schedules; l = schedules.build(10, 2048, 2048, 2048); print('cubin bytes in the build:', len(l.mod.imports[0].inspect_source('cubin')))" 2>&1 | tail -n 1
+if [ "${TESTS:-1}" = 1 ]; then
+  t0=$SECONDS
+  timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rpc.py > logs/pytest-gpu-rpc.log 2>&1
+  echo "pytest rc=$? $((SECONDS-t0))s"; tail -n 5 logs/pytest-gpu-rpc.log
+fi
+setsid python3 -m steps.rpc_pool --gpus 0 --key h100 --host 127.0.0.1 --port 9190 > logs/rpc-pool.log 2>&1 &
+pool=$!
+sleep 8
+sweep() {  # $1: local or rpc, $2: round
+  local extra=""; [ "$1" = rpc ] && extra="--tracker 127.0.0.1:9190 --key h100"
+  rm -f "logs/rpc-wall-$1-$2.jsonl"
+  local t0; t0=$(date +%s.%N)
+  timeout 150 python3 -m steps.sweep --step 11 --shapes "$SHAPES" --candidates "$CANDIDATES" $extra \
+    --log "logs/rpc-wall-$1-$2.jsonl" > "logs/rpc-wall-$1-$2.out" 2> "logs/rpc-wall-$1-$2.err"
+  local rc=$?
+  echo "$1 round $2: rc=$rc wall $(python3 -c "import time; print(f'{time.time() - $t0:.1f}')") s" | tee -a logs/rpc-wall.txt
+}
+for round in 1 2; do sweep local $round; sweep rpc $round; done
+for f in logs/rpc-wall-*.jsonl; do
+  # the winner's config per shape (its TFLOPS left out: two runs never time alike)
+  python3 -m steps.sweep --step 11 --from-log "$f" | sed -E 's/: [0-9.]+ TFLOPS/:/' | sort > "${f%.jsonl}.best"
+done
+for round in 1 2; do
+  if cmp -s "logs/rpc-wall-local-$round.best" "logs/rpc-wall-rpc-$round.best"; then same=same; else same=DIFFERENT; fi
+  echo "round $round winners: $same" | tee -a logs/rpc-wall.txt
+done
+diff logs/rpc-wall-local-1.best logs/rpc-wall-rpc-1.best | head -n 20
