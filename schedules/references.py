@@ -60,14 +60,33 @@ def database_dir(gpu_slug: str, root: Path = METASCHEDULE_DIR) -> Path:
     return Path(root) / gpu_slug
 
 
+# A committed database: MetaSchedule's tuning records as its JSONDatabase writes them, one line
+# each ([workload index, record]), and the sizes of their workloads in that order. Every
+# workload is the base matmul at its size, so it is made again when the database is loaded
+# instead of kept as TVM's serialized IR (84 KB for three sizes, twice the records).
+RECORDS_FILE, WORKLOADS_FILE = "database_tuning_record.json", "workloads.json"
+
+
+def workload(M: int, N: int, K: int) -> tvm.IRModule:
+    """What MetaSchedule tunes at M x N x K: the base matmul, as its own module."""
+    return tvm.IRModule({"main": matmul(M, N, K)})
+
+
 def _database(directory: Path):
+    import json
+
     from tvm.s_tir import meta_schedule as ms
 
-    workload, records = directory / "database_workload.json", directory / "database_tuning_record.json"
-    if not (workload.exists() and records.exists()):
+    records, sizes = directory / RECORDS_FILE, directory / WORKLOADS_FILE
+    if not (records.exists() and sizes.exists()):
         return None
-    return ms.database.JSONDatabase(path_workload=str(workload), path_tuning_record=str(records),
-                                    allow_missing=False)
+    db = ms.database.MemoryDatabase()
+    workloads = [db.commit_workload(workload(*size)) for size in json.loads(sizes.read_text())["sizes"]]
+    for line in records.read_text().splitlines():
+        if line.strip():
+            index, record = json.loads(line)
+            db.commit_tuning_record(ms.database.TuningRecord.from_json(record, workloads[index]))
+    return db
 
 
 def metaschedule_schedule(M: int, N: int, K: int, directory: Path, arch: str = "sm_90"):

@@ -35,13 +35,22 @@ def test_an_untuned_size_or_gpu_has_no_row_and_says_why():
         tvm_refs.build_metaschedule(1000, 1500, 700, "sm_90", str(H100_DB))
 
 
+def test_the_committed_records_replay_on_workloads_made_again():
+    # the workloads are not stored: each is the base matmul again, and must match what was tuned
+    # (its trace replays on it: the tuned kernel's thread bindings, its shared-memory copies)
+    db = tvm_refs._database(H100_DB)
+    for size in tvm_refs.tuned_sizes(H100_DB):
+        assert db.has_workload(tvm_refs.workload(*size))
+        text = tvm_refs.metaschedule_schedule(*size, H100_DB).mod.script()
+        assert 'thread="blockIdx.x"' in text and '"shared"' in text
+
+
 def test_rewriting_a_database_keeps_one_record_per_size(tmp_path):
     records = metaschedule.existing_records(H100_DB)
     assert sorted(records) == [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048)]
     metaschedule.write_database(tmp_path / "db", {(512, 512, 512): records[(512, 512, 512)]}, "sm_90")
     assert tvm_refs.tuned_sizes(tmp_path / "db") == [(512, 512, 512)]
-    assert sorted(p.name for p in (tmp_path / "db").iterdir()) == ["database_tuning_record.json",
-                                                                   "database_workload.json"]
+    assert sorted(p.name for p in (tmp_path / "db").iterdir()) == ["database_tuning_record.json", "workloads.json"]
     assert [p.name for p in tmp_path.iterdir()] == ["db"]  # no temporary folder left beside it
 
 

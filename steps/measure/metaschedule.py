@@ -5,8 +5,9 @@ matmul: it generates candidates from its rules, builds them on the CPU cores, ti
 the GPU, and steers an evolutionary search with a learned cost model (XGBoost where installed,
 else random; the summary records which). The budget is ``--trials`` measured candidates per
 size. Only the best schedule per size is kept: a fresh database holding one workload and one
-record per size is written to ``schedules/tuned/metaschedule/<gpu-slug>/`` (about 30 KB per
-size, the workload's IR included), with ``tuning.json`` beside it (trials, cost model, time,
+record per size is written to ``schedules/tuned/metaschedule/<gpu-slug>/`` (about 4 KB per
+size: the record, and the workload's size, from which the loader makes the matmul again), with
+``tuning.json`` beside it (trials, cost model, time,
 the best latency MetaSchedule measured). Sizes already there and not re-tuned are kept.
 ``schedules.references`` replays the database, so later runs never tune.
 
@@ -123,13 +124,21 @@ def write_database(directory: Path, records: dict, arch: str) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     try:
         db = ms.database.JSONDatabase(work_dir=str(tmp))
-        for (M, N, K), rec in sorted(records.items()):
-            workload = db.commit_workload(tvm.IRModule({"main": matmul(M, N, K)}))
+        sizes = sorted(records)
+        for (M, N, K) in sizes:
+            rec = records[(M, N, K)]
+            workload = db.commit_workload(tvm_refs.workload(M, N, K))
             db.commit_tuning_record(ms.database.TuningRecord(rec.trace, workload, rec.run_secs,
                                                              tvm_refs.tuning_target(arch), rec.args_info))
+        # The workloads are kept as their sizes (the loader makes each matmul again), not as
+        # the serialized IR JSONDatabase wrote beside the records.
+        (tmp / tvm_refs.WORKLOADS_FILE).write_text(json.dumps({"sizes": [list(s) for s in sizes]}) + "\n")
         directory.mkdir(parents=True, exist_ok=True)
-        for name in ("database_workload.json", "database_tuning_record.json"):
+        for name in (tvm_refs.RECORDS_FILE, tvm_refs.WORKLOADS_FILE):
             os.replace(tmp / name, directory / name)
+        stale = directory / "database_workload.json"  # the format before workloads.json
+        if stale.exists():
+            stale.unlink()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
