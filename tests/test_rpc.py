@@ -135,7 +135,10 @@ def test_both_servers_measure_and_results_read_as_the_local_paths(tracker):
     wrong = results.pop(json.dumps(cfgs[5], sort_keys=True))
     assert wrong["error"] == "wrong result: relative error inf" and wrong["rel_err"] == float("inf"), wrong
     for res in results.values():
-        assert set(res) == RESULT_KEYS, res  # the local sweep's result, nothing more
+        # the local sweep's result, and where its time went (build here, load and run there)
+        assert set(res) == RESULT_KEYS | {"build_s", "rpc"}, res
+        assert res["build_s"] > 0 and res["rpc"]["load_s"] > 0 and res["rpc"]["run_s"] > 0
+        assert res["rpc"]["server"] in pool.runner.served
         assert res["rel_err"] <= harness.TOLERANCE and res["gflops"] > 0 and res["median_ms"] > 0
 
 

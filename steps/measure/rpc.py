@@ -307,13 +307,16 @@ def build_job(builder: str, step_number: int, size, config: dict, arch: str, dir
     result's M, N, K and config, with "path", or with "error" (as the local sweep's)."""
     M, N, K = size
     out = {"M": M, "N": N, "K": K, "config": config}
+    started = time.monotonic()
     try:
         lib = _resolve(builder)(step_number, M, N, K, arch, config)
         path = os.path.join(directory, library_name(step_number, size, config))
         lib.export_library(path)
     except Exception as exc:
         return {**out, "error": "build: " + harness._one_line(exc)}
-    return {**out, "path": path}
+    # Where a sweep's time goes (its log keeps it): the build here, then on the server the
+    # upload and load, the check and the timing (RemoteRunner._measure's "rpc").
+    return {**out, "path": path, "build_s": round(time.monotonic() - started, 3)}
 
 
 # --- measuring: one client thread per server -----------------------------------------------------
@@ -541,6 +544,7 @@ class RemoteRunner:
         try:
             session.rpc.upload(candidate.path)
             mod = session.rpc.load_module(name)
+            loaded = time.monotonic()
             phase = "run"
             dev = session.rpc.cuda(0) if self.device == "cuda" else session.rpc.cpu(0)
             a, b, c, nan, ref = self._tensors(session, dev, candidate.size)
@@ -552,6 +556,8 @@ class RemoteRunner:
         with self._lock:
             self.served[session.server] += 1
         out.update(rel_err=err, median_ms=timing.median_ms, gflops=timing.gflops(M, N, K))
+        out["rpc"] = {"server": session.server, "load_s": round(loaded - started, 3),
+                      "run_s": round(time.monotonic() - loaded, 3)}
         if not err <= candidate.tolerance:
             out["error"] = f"wrong result: relative error {err:.3g}"
         return out, True

@@ -1,0 +1,160 @@
+"""The RPC sweep's scaling on one host (issue 33): the same sweep through 1, 2, 4 ... servers.
+
+    python tools/rpc_scaling.py --gpus 0,1,2,3                      # 1, 2 and 4 servers
+    python tools/rpc_scaling.py --gpus 0,1 --candidates 6 --save    # results/<gpu>/rpc_scaling.{txt,json}
+
+For each server count n: the project's launcher (``steps.rpc_pool``'s Launch: a tracker of its
+own and one server per GPU, the first n of --gpus) is started and every server waited for; then
+``python -m steps.sweep --step 11`` over the shape set with ``--candidates`` per shape runs
+through it (the same candidates every time: step 11's list per shape is fixed), timed wall
+clock from the sweep's start to its end; then the launcher is stopped. The report: wall time
+per count, speedup against one server, whether every count picked the same winner per shape,
+and where the time went, from the sweep's log: the builds here (summed over candidates, and
+the build processes' share of the wall), each server's busy time (upload and load, check and
+timing), the slowest server's, and what is left (the tracker, the client, waiting). Issue 33's
+bars: at least 1.8x on 2 servers and 3.3x on 4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BARS = {2: 1.8, 4: 3.3}
+
+
+def sweep_log(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def winners(rows: list[dict]) -> dict:
+    best = {}
+    for r in rows:
+        if "error" in r:
+            continue
+        size = (r["M"], r["N"], r["K"])
+        if size not in best or r["gflops"] > best[size]["gflops"]:
+            best[size] = r
+    return {size: json.dumps(r["config"], sort_keys=True) for size, r in best.items()}
+
+
+def where_time_went(rows: list[dict]) -> dict:
+    busy = collections.Counter()
+    for r in rows:
+        if "rpc" in r:
+            busy[r["rpc"]["server"]] += r["rpc"]["load_s"] + r["rpc"]["run_s"]
+    return {"build_s": round(sum(r.get("build_s", 0.0) for r in rows), 1),
+            "server_busy_s": {k: round(v, 1) for k, v in sorted(busy.items())},
+            "slowest_server_s": round(max(busy.values(), default=0.0), 1),
+            "candidates": len(rows), "failed": sum("error" in r for r in rows)}
+
+
+def run(n: int, gpus: list[str], args, logs: Path) -> dict:
+    from steps.commands import rpc_pool
+
+    launch = rpc_pool.Launch(gpus[:n], f"scaling-{n}", host="127.0.0.1", port=0, server_port=0,
+                             say=lambda line: print(f"  launcher: {line}", file=sys.stderr, flush=True))
+    log = logs / f"rpc-scaling-{n}.jsonl"
+    log.unlink(missing_ok=True)
+    launch.start()
+    try:
+        while len(launch.tracker.servers()) < n:
+            launch.watch()
+            time.sleep(0.2)
+        cmd = [sys.executable, "-m", "steps.sweep", "--step", "11", "--candidates", str(args.candidates),
+               "--tracker", str(launch.tracker), "--key", launch.key, "--log", str(log)]
+        cmd += ["--shapes", args.shapes] if args.shapes else ["--shape-file", str(args.shape_file)]
+        if args.cpu_test:  # the same machinery on CPU servers (llvm builds), to try the tool without a GPU
+            cmd += ["--rpc-target", "llvm", "--repeat", "2", "--workers", "1"]
+        started = time.monotonic()
+        with open(logs / f"rpc-scaling-{n}.err", "w") as err:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+            while proc.poll() is None:
+                launch.watch()  # restarts a server a kernel crashed, as the launcher's command does
+                time.sleep(0.2)
+        wall = time.monotonic() - started
+    finally:
+        launch.stop()
+    rows = sweep_log(log)
+    return {"servers": n, "wall_s": round(wall, 1), "rc": proc.returncode, **where_time_went(rows),
+            "winners": winners(rows)}
+
+
+def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
+    base = runs[0]["wall_s"]
+    same = all(r["winners"] == runs[0]["winners"] for r in runs)
+    lines = [f"The RPC sweep's scaling on {gpu}, {time.strftime('%Y-%m-%d')}: step 11, "
+             f"{len(runs[0]['winners'])} shapes x {args.candidates} candidates, one host, "
+             f"servers started by steps.rpc_pool",
+             f"{'servers':>7}  {'wall s':>7}  {'speedup':>7}  {'bar':>5}  {'builds s':>8}  {'slowest server s':>16}  "
+             f"{'failed':>6}  server busy s"]
+    verdicts = []
+    for r in runs:
+        speedup = base / r["wall_s"]
+        r["speedup"] = round(speedup, 2)
+        bar = BARS.get(r["servers"])
+        if bar is not None:
+            verdicts.append(f"{r['servers']} servers {speedup:.2f}x (bar {bar}x): {'met' if speedup >= bar else 'SHORT'}")
+        lines.append(f"{r['servers']:>7}  {r['wall_s']:>7.1f}  {speedup:>6.2f}x  {bar or '':>5}  {r['build_s']:>8.1f}  "
+                     f"{r['slowest_server_s']:>16.1f}  {r['failed']:>6}  "
+                     + ", ".join(f"{v:.0f}" for v in r["server_busy_s"].values()))
+    lines.append("winners: " + ("the same at every server count" if same else "DIFFERENT between server counts"))
+    lines += verdicts
+    doc = {"schema": "rpc-scaling-1", "gpu": gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+           "candidates_per_shape": args.candidates, "same_winners": same,
+           "runs": [{k: v for k, v in r.items() if k != "winners"} for r in runs]}
+    return "\n".join(lines), doc
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python tools/rpc_scaling.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--gpus", required=True, help="the GPUs, e.g. 0,1,2,3 (CUDA_VISIBLE_DEVICES values)")
+    p.add_argument("--servers", type=int, nargs="+", default=None, help="server counts (default 1, 2, 4 ... up to the GPUs)")
+    p.add_argument("--candidates", type=int, default=10, help="candidates per shape (default 10)")
+    p.add_argument("--shapes", default=None, help="MxNxK,... (default: bench/shapes.toml)")
+    p.add_argument("--shape-file", type=Path, default=Path("bench/shapes.toml"))
+    p.add_argument("--logs", type=Path, default=Path("logs"))
+    p.add_argument("--save", action="store_true", help="write results/<gpu>/rpc_scaling.txt and .json")
+    p.add_argument("--cpu-test", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    gpus = [g for g in args.gpus.split(",") if g]
+    counts = args.servers or [n for n in (1, 2, 4, 8) if n <= len(gpus)]
+    if not gpus or any(n < 1 or n > len(gpus) for n in counts) or counts[0] != 1:
+        print("rpc_scaling: error: --servers must start at 1 and name at most as many servers as --gpus",
+              file=sys.stderr)
+        return 2
+    from steps import results
+    from steps.measure import harness
+
+    if args.cpu_test:
+        gpu = "CPU (llvm, a trial of the tool)"
+    elif not harness.gpu_present():
+        print("rpc_scaling: error: no CUDA GPU found", file=sys.stderr)
+        return 2
+    else:
+        import tvm
+
+        gpu = tvm.cuda(0).device_name
+    args.logs.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for n in counts:
+        print(f"{n} server(s) ...", file=sys.stderr, flush=True)
+        runs.append(run(n, gpus, args, args.logs))
+        print(f"  {runs[-1]['wall_s']} s", file=sys.stderr, flush=True)
+    text, doc = report(runs, gpu, args)
+    print(text)
+    if args.save and not args.cpu_test:
+        gpu_dir = results.RESULTS_DIR / results.gpu_slug(gpu)
+        results.write_json_atomic(gpu_dir / "rpc_scaling.json", doc)
+        results.write_text_atomic(gpu_dir / "rpc_scaling.txt", text + "\n")
+        print(f"saved {gpu_dir / 'rpc_scaling.txt'}")
+    return 0 if all(r["rc"] == 0 for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
