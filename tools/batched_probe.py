@@ -66,7 +66,7 @@ def main(argv=None) -> int:
         ga, gb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
         gbt = gb.transpose(-1, -2) if nt else gb
         terr = harness.relative_error(torch.bmm(ga, gbt).cpu().numpy(), ref)
-        evaluator = lib.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=1)
+        evaluator = lib.mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=1)
 
         def ladder_ms() -> float:
             return statistics.median(evaluator(ta, tb, tc).mean * 1e3 for _ in range(30))

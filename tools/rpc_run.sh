@@ -18,7 +18,7 @@ CANDIDATES=${CANDIDATES:-8}
 python3 -c "import schedules; l = schedules.build(10, 2048, 2048, 2048); print('cubin bytes in the build:', len(l.mod.imports[0].inspect_source('cubin')))" 2>&1 | tail -n 1
 if [ "${TESTS:-1}" = 1 ]; then
   t0=$SECONDS
-  timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rpc.py > logs/pytest-gpu-rpc.log 2>&1
+  timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rpc.py > logs/pytest-gpu-rpc.log 2>&1
   echo "pytest rc=$? $((SECONDS-t0))s"; tail -n 5 logs/pytest-gpu-rpc.log
 fi
 setsid python3 -m steps.rpc_pool --gpus 0 --key h100 --host 127.0.0.1 --port 9190 > logs/rpc-pool.log 2>&1 &
@@ -28,7 +28,7 @@ sweep() {  # $1: local or rpc, $2: round
   local extra=""; [ "$1" = rpc ] && extra="--tracker 127.0.0.1:9190 --key h100"
   rm -f "logs/rpc-wall-$1-$2.jsonl"
   local t0; t0=$(date +%s.%N)
-  timeout 150 python3 -m steps.sweep --step 11 --shapes "$SHAPES" --candidates "$CANDIDATES" $extra \
+  timeout 100 python3 -m steps.sweep --step 11 --shapes "$SHAPES" --candidates "$CANDIDATES" $extra \
     --log "logs/rpc-wall-$1-$2.jsonl" > "logs/rpc-wall-$1-$2.out" 2> "logs/rpc-wall-$1-$2.err"
   local rc=$?
   echo "$1 round $2: rc=$rc wall $(python3 -c "import time; print(f'{time.time() - $t0:.1f}')") s" | tee -a logs/rpc-wall.txt
