@@ -124,21 +124,32 @@ class Tracker:
             raise TrackerError(f"{self} is not an RPC tracker")
         return sock
 
-    def summary(self, timeout: float = CONNECT_S) -> dict:
-        """The tracker's own summary: {"server_info": [...], "queue_info": {...}}."""
+    def _ask(self, message: list, timeout: float, wait_s: float | None = None):
+        """The tracker's answer to one message (connected within `timeout`, answered within
+        `wait_s` where given: socket.timeout past it, for the caller to name)."""
         from tvm.rpc import base
 
         sock = self._connect(timeout)
         try:
-            base.sendjson(sock, [base.TrackerCode.SUMMARY])
+            if wait_s is not None:
+                sock.settimeout(wait_s)
+            base.sendjson(sock, message)
             value = base.recvjson(sock)
         except OSError as exc:
+            if wait_s is not None and isinstance(exc, socket.timeout):
+                raise
             raise TrackerError(f"the RPC tracker at {self} stopped answering: {exc}") from None
         finally:
             sock.close()
         if value[0] != base.TrackerCode.SUCCESS:
             raise TrackerError(f"the RPC tracker at {self} answered {value!r}")
         return value[1]
+
+    def summary(self, timeout: float = CONNECT_S) -> dict:
+        """The tracker's own summary: {"server_info": [...], "queue_info": {...}}."""
+        from tvm.rpc import base
+
+        return self._ask([base.TrackerCode.SUMMARY], timeout)
 
     def servers(self, timeout: float = CONNECT_S) -> list[str]:
         """'host:port' of each server registered under the key, busy or free."""
@@ -167,20 +178,10 @@ class Tracker:
         from tvm import rpc
         from tvm.rpc import base
 
-        sock = self._connect(CONNECT_S)
         try:
-            sock.settimeout(wait_s)
-            base.sendjson(sock, [base.TrackerCode.REQUEST, self.key, "", priority])
-            value = base.recvjson(sock)
+            url, port, match_key = self._ask([base.TrackerCode.REQUEST, self.key, "", priority], CONNECT_S, wait_s)
         except socket.timeout:
             raise NoFreeServer(f"no server under key {self.key!r} at {self} was free for {wait_s:g} s") from None
-        except OSError as exc:
-            raise TrackerError(f"the RPC tracker at {self} stopped answering: {exc}") from None
-        finally:
-            sock.close()
-        if value[0] != base.TrackerCode.SUCCESS:
-            raise TrackerError(f"the RPC tracker at {self} answered {value!r}")
-        url, port, match_key = value[1]
         return rpc.connect(url, port, match_key, session_timeout), f"{url}:{port}"
 
     def probe(self, device: str, wait_s: float) -> dict:
