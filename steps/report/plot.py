@@ -41,11 +41,14 @@ from ..results import shapes
 from .pipes import quiet_broken_pipe
 
 PALETTE_COLOURS = 32
+ROOFLINE_COLOURS = 128
 
 
-def save_png(fig: Figure, path: Path) -> None:
-    """Render, then store as a palette PNG (Pillow comes with matplotlib); atomically, so a
-    failed run never leaves half a file."""
+def save_png(fig: Figure, path: Path, colours: int = PALETTE_COLOURS) -> None:
+    """Render, then store as a palette PNG of `colours` (Pillow comes with matplotlib);
+    atomically, so a failed run never leaves half a file. A few bar colours survive 32; a
+    plot of many small markers (the roofline's 19 steps) needs ROOFLINE_COLOURS, or median cut
+    merges the markers' colours into the grey of the grid."""
     import io
 
     from PIL import Image
@@ -54,7 +57,7 @@ def save_png(fig: Figure, path: Path) -> None:
     fig.savefig(buffer, format="png")
     buffer.seek(0)
     image = Image.open(buffer).convert("RGB")
-    palette = image.quantize(colors=PALETTE_COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    palette = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     out = io.BytesIO()
     palette.save(out, format="png", optimize=True)
     results.write_bytes_atomic(path, out.getvalue())
@@ -350,7 +353,7 @@ def plot_roofline(docs, machine: dict | None, path: Path) -> str:
             rotation=angle, rotation_mode="anchor", ha="left", va="bottom", fontsize=10.5)
     fig.text(0.01, 0.01, "Bytes counted from each step's tiles; L1/L2 hits are not subtracted, "
              "so a point above the memory roof gets part of its reuse from the caches.", fontsize=9.5, color="dimgray")
-    save_png(fig, path)
+    save_png(fig, path, ROOFLINE_COLOURS)
     return f"wrote {path}"
 
 
