@@ -291,9 +291,11 @@ def plot_pct_cublas(docs, path: Path, refs=()) -> str:
     ax.axhline(100, color="black", linestyle="--", linewidth=1.2, label="cuBLAS = 100%")
     ax.set_xlabel("step")
     tf32 = [str(d["step"]) for d in docs if d.get("baseline") == "cublas_tf32"]
-    ax.set_ylabel("% of cuBLAS SGEMM (TF32 off)" + (f"; steps {', '.join(tf32)}: of cuBLAS TF32" if tf32 else ""))
-    ax.set_title(f"{gpu_name(docs)}: each step as a share of cuBLAS strict fp32"
-                 + (" (TF32 steps: of cuBLAS TF32)" if tf32 else ""))
+    # The TF32 steps' peer said once, in the title (the y label has no room for their numbers).
+    ax.set_ylabel("% of cuBLAS (its peer's precision)" if tf32 else "% of cuBLAS SGEMM (TF32 off)")
+    ax.set_title(f"{gpu_name(docs)}: each step as a share of cuBLAS"
+                 + (f"\nfp32 steps: of SGEMM, TF32 off; TF32 steps ({', '.join(tf32)}): of cuBLAS TF32" if tf32 else
+                    " strict fp32"))
     handles, labels = ax.get_legend_handles_labels()
     _legend_extras(handles, labels, shown, sizes)
     ax.legend(handles, labels, loc="upper left", title="size")
