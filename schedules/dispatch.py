@@ -135,7 +135,7 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
             at, times = min(rows, key=lambda r: (log_distance(r[0], shape), r[0]))
             best = min((i for i in runnable if times[i] is not None), key=lambda i: times[i])
             step = by_number[measured["steps"][best]]
-            where = f"{entry['gpu']}, {entry['date'][:10]}"
+            where = f"{entry['gpu']}, {measured.get('date', entry['date'])[:10]}"
             among = ", ".join(str(measured["steps"][i]) for i in runnable)
             if at == shape:
                 why = f"fastest of steps {among} measured at this shape ({where})"

@@ -385,6 +385,31 @@ def test_the_fastest_row_times_the_pick_of_the_table_the_run_saves(tmp_path, fak
     assert schedules.fastest(2048, 2048, 2048, doc=table, gpu="Fake GPU 80GB").step.number == 10
 
 
+@pytest.mark.parametrize("same_set", [True, False], ids=["same-shape-set", "another-shape-set"])
+def test_a_run_keeps_the_table_of_a_precision_it_did_not_time(tmp_path, fake_gpu, shape_set, same_set):
+    # This GPU's TF32 rows, measured before on the same set, survive an fp32 run's --save; on
+    # another shape set they are dropped with the rest of the old entry.
+    from schedules import dispatch
+    fake_gpu()
+    tf32 = {"steps": [13, 18], "shapes": [[512, 512, 512, [0.01, 0.005]]]}
+    before = {"schema": dispatch.SCHEMA, "generated_by": "test", "gpus": [{
+        "gpu": "Fake GPU 80GB", "slug": "fake-gpu-80gb", "arch": "sm_90", "date": "2026-11-01T00:00:00+00:00",
+        "shape_set_sha256": shape_set.sha256 if same_set else "0" * 64,
+        "precisions": {"tf32": tf32, "fp32": {"steps": [9], "shapes": [[512, 512, 512, [0.5]]]}}}]}
+    (tmp_path / "dispatch.json").write_text(json.dumps(before))
+    dispatch._load.cache_clear()
+    assert fake_run(tmp_path, ["--save"], with_fastest=True) == 0
+    dispatch._load.cache_clear()
+    entry = json.loads((tmp_path / "dispatch.json").read_text())["gpus"][0]
+    assert entry["precisions"]["fp32"]["steps"] == [9, 10]  # this run's, replacing the old fp32 rows
+    if same_set:
+        assert entry["precisions"]["tf32"] == {"date": "2026-11-01T00:00:00+00:00", **tf32}
+        why = schedules.fastest(512, 512, 512, precision="tf32", doc={"schema": dispatch.SCHEMA, "gpus": [entry]}).why
+        assert "2026-11-01" in why  # the TF32 table's own date, not this run's
+    else:
+        assert "tf32" not in entry["precisions"]
+
+
 def test_without_save_the_fastest_row_reads_the_committed_table(tmp_path, fake_gpu, capsys, monkeypatch):
     from schedules import dispatch
     fake_gpu()

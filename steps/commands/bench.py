@@ -417,7 +417,8 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
         # reads the table this run measured (and is about to write); without, the committed one.
         failed_first = any(not m.ok for m in measured.values())
         if args.save and not failed_first:
-            table = dispatch_table(steps, items, measured, env, arch, shape_set)
+            table = dispatch_table(steps, items, measured, env, arch, shape_set,
+                                   schedules.dispatch.table(Path(args.dispatch_table)))
         choices = {i.shape: schedules.fastest(*i.shape, precision="fp32", arch=arch, gpu=_table_gpu(table, gpu_name),
                                               doc=table) for i in items}
         fast_jobs = fastest_jobs(items, choices, arch, args)
@@ -464,9 +465,12 @@ def fastest_jobs(items: list[Item], choices: dict, arch: str, args) -> list[tupl
              int(rng.integers(2**63 - 1)), step_tolerance(choices[i.shape].step), True) for i in items]
 
 
-def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: str, shape_set) -> dict:
-    """The committed dispatch table (schedules/tuned/dispatch.json) with this GPU's entry
-    replaced by this run's: per precision, the steps timed and each one's median per shape."""
+def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: str, shape_set,
+                   base: dict | None = None) -> dict:
+    """`base` (default: the committed dispatch table, schedules/tuned/dispatch.json) with this
+    GPU's entry replaced by this run's: per precision, the steps timed and each one's median per
+    shape, dated. A precision this run timed no step of keeps the table it had (measured on the
+    same shape set), so a TF32 run never wipes the fp32 rows, nor an fp32 run the TF32 ones."""
     from schedules import dispatch
 
     precisions = {}
@@ -481,12 +485,18 @@ def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: st
                 m = measured.get((step_key(s), item.shape))
                 times.append(round(m.median_ms, 6) if m is not None and m.ok and m.median_ms else None)
             rows.append([*item.shape, times])
-        precisions[precision] = {"steps": [s.number for s in chosen], "shapes": rows}
-    entry = {"gpu": env["gpu"], "slug": results.gpu_slug(env["gpu"]), "arch": dispatch.family(arch),
+        precisions[precision] = {"steps": [s.number for s in chosen], "shapes": rows, "date": env["date"]}
+    slug = results.gpu_slug(env["gpu"])
+    old = dispatch.table() if base is None else base
+    before = next((e for e in old["gpus"] if e["slug"] == slug), None)
+    if before is not None and before.get("shape_set_sha256") == shape_set.sha256:
+        for precision, kept in before["precisions"].items():
+            if precision not in precisions:
+                precisions[precision] = {"date": before["date"], **kept}
+    entry = {"gpu": env["gpu"], "slug": slug, "arch": dispatch.family(arch),
              "date": env["date"], "driver": env.get("driver"), "tvm_version": env.get("tvm_version"),
-             "shape_set_sha256": shape_set.sha256, "precisions": precisions}
-    old = dispatch.table()
-    gpus = [e for e in old["gpus"] if e["slug"] != entry["slug"]] + [entry]
+             "shape_set_sha256": shape_set.sha256, "precisions": dict(sorted(precisions.items()))}
+    gpus = [e for e in old["gpus"] if e["slug"] != slug] + [entry]
     return dispatch.validate({"schema": dispatch.SCHEMA,
                               "generated_by": "python -m steps.bench --save (median kernel ms per step and shape)",
                               "gpus": gpus})
