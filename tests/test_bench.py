@@ -410,6 +410,20 @@ def test_a_run_keeps_the_table_of_a_precision_it_did_not_time(tmp_path, fake_gpu
         assert "tf32" not in entry["precisions"]
 
 
+def test_save_dispatch_writes_the_table_alone_and_keeps_the_other_precision(tmp_path, fake_gpu, shape_set):
+    from schedules import dispatch
+    fake_gpu()
+    assert fake_run(tmp_path, ["--save"], with_fastest=True) == 0  # fp32: steps 9, 10
+    dispatch._load.cache_clear()
+    shapes_json = (tmp_path / "fake-gpu-80gb" / "shapes.json").read_text()
+    assert fake_run(tmp_path, ["--save-dispatch"], steps=(12, 13)) == 0  # TF32 steps, fake times
+    dispatch._load.cache_clear()
+    entry = json.loads((tmp_path / "dispatch.json").read_text())["gpus"][0]
+    assert entry["precisions"]["fp32"]["steps"] == [9, 10] and entry["precisions"]["tf32"]["steps"] == [12, 13]
+    assert len(entry["precisions"]["tf32"]["shapes"]) == len(shape_set.shapes())
+    assert (tmp_path / "fake-gpu-80gb" / "shapes.json").read_text() == shapes_json  # the benchmark untouched
+
+
 def test_without_save_the_fastest_row_reads_the_committed_table(tmp_path, fake_gpu, capsys, monkeypatch):
     from schedules import dispatch
     fake_gpu()

@@ -5,6 +5,7 @@
     python -m steps.bench --shapes 1000x1500x700,64x2048x2048   # ad-hoc shapes, beside or instead of classes
     python -m steps.bench --save                    # results/<gpu>/shapes.json, shapes.csv, shapes.png, README,
                                                     # and schedules/tuned/dispatch.json (the dispatch table)
+    python -m steps.bench --steps 13,18 --save-dispatch   # the TF32 rows of the dispatch table only
     python -m steps.bench --steps all --check-only  # every step correct on every shape; nothing timed
     python -m steps.bench --build-only              # anywhere: build every kernel, report its resources
     python -m steps.bench --list                    # the shape set: classes, why, shapes
@@ -115,6 +116,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--save", action="store_true",
                    help=f"write results/<gpu>/{shapes.JSON_NAME}, {shapes.CSV_NAME}, {shapes.PLOT_NAME} and the README block "
                         "(the whole set, every shape passed; needs a GPU)")
+    p.add_argument("--save-dispatch", action="store_true",
+                   help="write only this GPU's rows of schedules/tuned/dispatch.json for the steps timed (e.g. "
+                        "--steps 13,18: the TF32 table), keeping the other precision's; the whole set, no GPU results")
     p.add_argument("--check-only", action="store_true",
                    help="check every kernel against float64 and time none (needs a GPU)")
     p.add_argument("--build-only", action="store_true",
@@ -128,12 +132,14 @@ def parser() -> argparse.ArgumentParser:
 
 def check_options(args) -> None:
     """Options that contradict each other, or that the mode would silently ignore."""
-    modes = [flag for flag, on in (("--save", args.save), ("--check-only", args.check_only),
+    modes = [flag for flag, on in (("--save", args.save), ("--save-dispatch", args.save_dispatch),
+                                   ("--check-only", args.check_only),
                                    ("--build-only", args.build_only), ("--list", args.list)) if on]
     if len(modes) > 1:
         raise options.UsageError(f"{modes[0]} and {modes[1]} do different things; give one of them")
-    if args.save and (args.classes or args.shapes):
-        raise options.UsageError("--save publishes the whole shape set; drop --class and --shapes")
+    if (args.save or args.save_dispatch) and (args.classes or args.shapes):
+        flag = "--save" if args.save else "--save-dispatch"
+        raise options.UsageError(f"{flag} publishes the whole shape set; drop --class and --shapes")
     if args.references is not None and (args.check_only or args.build_only or args.list):
         raise options.UsageError(f"--references are timed, and {modes[0]} times nothing; drop one of them")
     if args.list and args.steps:
@@ -412,13 +418,15 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
 
     run_jobs(jobs, args.workers, on_result)
     table, choices = None, {}
+    failed_first = any(not m.ok for m in measured.values())
+    # The table: with --save, from a run with the fastest row (the rule's full candidates); with
+    # --save-dispatch, from the steps given, their precision's rows replaced and the other's kept.
+    if ((args.save and with_fastest) or args.save_dispatch) and not failed_first:
+        table = dispatch_table(steps, items, measured, env, arch, shape_set,
+                               schedules.dispatch.table(Path(args.dispatch_table)))
     if with_fastest:
         # Phase two: the dispatch rule's pick per shape, timed as its own row. With --save it
         # reads the table this run measured (and is about to write); without, the committed one.
-        failed_first = any(not m.ok for m in measured.values())
-        if args.save and not failed_first:
-            table = dispatch_table(steps, items, measured, env, arch, shape_set,
-                                   schedules.dispatch.table(Path(args.dispatch_table)))
         choices = {i.shape: schedules.fastest(*i.shape, precision="fp32", arch=arch, gpu=_table_gpu(table, gpu_name),
                                               doc=table) for i in items}
         fast_jobs = fastest_jobs(items, choices, arch, args)
@@ -431,11 +439,12 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
     failed = [r for r in doc["results"] if r.get("error")]
     for r in failed:
         print(f"FAILED {r['impl']} {shapeset.shape_text((r['M'], r['N'], r['K']))}: {r['error']}", file=sys.stderr)
-    if args.save:
+    if args.save or args.save_dispatch:
         if failed:
             print(f"not saved: {len(failed)} kernel(s) failed", file=sys.stderr)
         else:
-            save(doc, Path(args.results_dir))
+            if args.save:  # --save-dispatch writes the table alone
+                save(doc, Path(args.results_dir))
             published = Path(args.shape_set).resolve() == shapeset.SHAPES_PATH.resolve()
             if table is not None and doc["shape_set"]["complete"] and published:
                 path = Path(args.dispatch_table)
