@@ -7,6 +7,7 @@
 #                                           # 4. the shape benchmark's GPU tests
 #   CHECK=0 / SAVE=0 / AUDIT=0 / TESTS=0 bash tools/bench_run.sh    # skip a part (SAVE=0 still times)
 #   STEPS=10,11 bash tools/bench_run.sh     # time these steps (default: the dispatch rule's candidates)
+#   CHECK=0 SAVE=0 AUDIT=0 TESTS=0 TF32=1 bash tools/bench_run.sh   # only the dispatch table's TF32 rows
 # Each part has its own timeout, so the whole fits one 10-minute call on 16 cores (estimated:
 # check 3-5 min, timed run 1-3 min, tests 1-2 min). Everything it writes lands in results/,
 # README.md and logs/; with $OUT set (a lent machine), one tar of those goes to $OUT/bench.tar.
@@ -39,6 +40,12 @@ if [ "${AUDIT:-1}" = 1 ]; then
   timeout $(( 590 - SECONDS > 60 ? 590 - SECONDS : 60 )) python3 -m steps.bench $steps --fastest --seed 8 \
     --shapes "$AUDIT_SHAPES" > logs/bench-audit.out 2> logs/bench-audit.err
   echo "audit rc=$? $((SECONDS-t0))s"; tail -n 45 logs/bench-audit.out; tail -n 3 logs/bench-audit.err
+fi
+if [ "${TF32:-0}" = 1 ]; then  # the dispatch table's TF32 rows (steps 13 and 18), nothing else saved
+  t0=$SECONDS
+  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps 13,18 --save-dispatch \
+    > logs/bench-tf32.out 2> logs/bench-tf32.err
+  echo "tf32 rows rc=$? $((SECONDS-t0))s"; tail -n 12 logs/bench-tf32.out; tail -n 3 logs/bench-tf32.err
 fi
 if [ "${TESTS:-1}" = 1 ]; then
   t0=$SECONDS
