@@ -5,9 +5,9 @@
 #                                           #    ("fastest") and cuBLAS timed, saved with the dispatch table
 #                                           # 3. the audit: the same rows on shapes outside the set
 #                                           # 4. the shape benchmark's GPU tests
-#   CHECK=0 / SAVE=0 / AUDIT=0 / TESTS=0 bash tools/bench_run.sh    # skip a part (SAVE=0 still times)
+#   CHECK=0 / BENCH=0 / SAVE=0 / AUDIT=0 / TESTS=0 bash tools/bench_run.sh    # skip a part (SAVE=0 still times)
 #   STEPS=10,11 bash tools/bench_run.sh     # time these steps (default: the dispatch rule's candidates)
-#   CHECK=0 SAVE=0 AUDIT=0 TESTS=0 TF32=1 bash tools/bench_run.sh   # only the dispatch table's TF32 rows
+#   CHECK=0 BENCH=0 AUDIT=0 TESTS=0 TF32=1 bash tools/bench_run.sh   # only the dispatch table's TF32 rows
 # Each part has its own timeout, so the whole fits one 10-minute call on 16 cores (estimated:
 # check 3-5 min, timed run 1-3 min, tests 1-2 min). Everything it writes lands in results/,
 # README.md and logs/; with $OUT set (a lent machine), one tar of those goes to $OUT/bench.tar.
@@ -25,11 +25,13 @@ if [ "${CHECK:-1}" = 1 ]; then
   echo "check-only rc=$? $((SECONDS-t0))s"; grep -E "every shape passed|FAILED" logs/bench-check.out | head -n 20
   grep FAILED logs/bench-check.err | head -n 20
 fi
-t0=$SECONDS
 save=$([ "${SAVE:-1}" = 1 ] && echo --save)
 steps=$([ -n "${STEPS:-}" ] && echo "--steps $STEPS")
-timeout 420 python3 -m steps.bench $steps $save > logs/bench.out 2> logs/bench.err
-echo "bench rc=$? $((SECONDS-t0))s"; tail -n 40 logs/bench.out; tail -n 3 logs/bench.err
+if [ "${BENCH:-1}" = 1 ]; then
+  t0=$SECONDS
+  timeout 420 python3 -m steps.bench $steps $save > logs/bench.out 2> logs/bench.err
+  echo "bench rc=$? $((SECONDS-t0))s"; tail -n 40 logs/bench.out; tail -n 3 logs/bench.err
+fi
 # The audit's shapes: outside the set, of every class (results/<gpu>/audit.txt has step 11's run).
 AUDIT_SHAPES=640x640x640,1280x1280x1280,2560x2560x2560,3584x3584x3584,3072x48x3072,6144x96x2048,2048x24x8192,\
 48x3072x3072,96x6144x2048,8x8192x4096,192x192x24576,320x320x10240,96x96x49152,6144x6144x32,3072x3072x96,\
