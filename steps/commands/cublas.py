@@ -76,14 +76,6 @@ def measure_all(refs, shapes, arch: str, gpu_name: str, repeat: int, seed=None, 
     return measured
 
 
-def _tracker_address(text: str) -> tuple[str, int]:
-    import argparse
-
-    try:
-        return rpc.parse_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
 
 def _check_servers(tracker: rpc.Tracker) -> None:
     """The servers under the key are there (waiting rpc.WAIT_S at most) and have this GPU's
@@ -109,7 +101,7 @@ def main(argv=None) -> int:
                        help="re-tune MetaSchedule for these sizes on this GPU first (minutes per size)")
         p.add_argument("--trials", type=options._positive, default=None,
                        help="MetaSchedule's measured candidates per size with --tune (default 128)")
-        p.add_argument("--tracker", type=_tracker_address, default=None, metavar="HOST:PORT",
+        p.add_argument("--tracker", type=options.tracker_address, default=None, metavar="HOST:PORT",
                        help="with --tune: measure MetaSchedule's candidates on the RPC servers registered at this "
                             "tracker (python -m steps.rpc_pool starts them)")
         p.add_argument("--key", default=None, help="with --tracker: the key the servers registered under")

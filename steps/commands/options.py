@@ -240,3 +240,13 @@ def report_and_save(doc: dict, text: str, failed: list[str], save: bool, results
         written = [json_name, text_name] + (extra(gpu_dir) if extra is not None else [])
         print(f"saved {', '.join(str(gpu_dir / n) for n in written)}")
     return 0
+
+
+def tracker_address(text: str) -> tuple[str, int]:
+    """--tracker's HOST:PORT (argparse's type: a bad one is argparse's one-line error)."""
+    from ..measure import rpc
+
+    try:
+        return rpc.parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

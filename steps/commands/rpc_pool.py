@@ -68,14 +68,6 @@ def gpu_list(text: str) -> list[str]:
     return out
 
 
-def _address(text: str) -> tuple[str, int]:
-    import argparse
-
-    try:
-        return rpc.parse_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
 
 def _port(text: str) -> int:
     value = options._at_least(text, 0)
@@ -321,7 +313,7 @@ def parser():
     p.add_argument("--gpus", type=gpu_list, required=True, metavar="LIST",
                    help="the GPUs to serve, one server each: 0,1,2,3 or 0-3 (CUDA_VISIBLE_DEVICES values)")
     p.add_argument("--key", required=True, help="the key the servers register under (a sweep's --key)")
-    p.add_argument("--tracker", type=_address, default=None, metavar="HOST:PORT",
+    p.add_argument("--tracker", type=options.tracker_address, default=None, metavar="HOST:PORT",
                    help="register at this tracker (another host's); default: start one here")
     p.add_argument("--host", default="0.0.0.0", help="the address the tracker and servers listen on (default: all)")
     p.add_argument("--port", type=_port, default=TRACKER_PORT,

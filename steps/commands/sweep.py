@@ -609,7 +609,7 @@ def parser(prog: str):
     p.add_argument("--resume", action="store_true",
                    help="skip the candidates --log already holds (a sweep cut off, run again), ranking their "
                         "results with the new ones")
-    p.add_argument("--tracker", type=_tracker_address, default=None, metavar="HOST:PORT",
+    p.add_argument("--tracker", type=options.tracker_address, default=None, metavar="HOST:PORT",
                    help="measure on the RPC servers registered at this tracker (python -m steps.rpc_pool starts "
                         "them); builds stay here")
     p.add_argument("--key", default=None, help="with --tracker: the key the servers registered under")
@@ -622,12 +622,6 @@ def parser(prog: str):
     p.add_argument("--rpc-target", choices=sorted(rpc.TARGETS), default="cuda", help=argparse.SUPPRESS)
     return p
 
-
-def _tracker_address(text: str) -> tuple[str, int]:
-    try:
-        return rpc.parse_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _remote(args) -> rpc.Remote | None:
