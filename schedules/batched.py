@@ -40,7 +40,7 @@ from __future__ import annotations
 from tvm import s_tir
 from tvm.script import tirx as T
 
-from . import ConfigError, device_passes
+from . import ConfigError, device_passes, shape_rule
 
 MAX_BATCHES = 65535  # CUDA's limit on gridDim.z
 
@@ -55,8 +55,6 @@ def config(step, batches: int, M: int, N: int, K: int):
                           "(1-11), whose thread blocks tile one product")
     cfg = step.default_config(M, N, K)
     if hasattr(cfg, "split_k"):
-        from . import shape_rule
-
         tiled = [c for c in shape_rule.ranked(batches * M, N, K)
                  if c.k_threads == 1 and c.split_k == 1 and c.stage_pads == 0]
         if not tiled:

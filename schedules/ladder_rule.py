@@ -56,7 +56,7 @@ from tvm.s_tir.dlight.base import ScheduleRule
 from tvm.script import tirx as T
 from tvm.target import Target
 
-from . import STEPS, ConfigError, batched, dispatch, padding
+from . import STEPS, ConfigError, batched, dispatch, padding, target
 
 BufferLoad = tvm.ir.expr.TensorLoad  # what tirx.BufferLoad(...) builds, as a class (TVM 0.27)
 
@@ -208,6 +208,13 @@ def _unravel(m, lead: tuple[int, ...], rows: int) -> list:
     return idx
 
 
+def point(buf, indices) -> tirx.BufferRegion:
+    """The one element `buf[indices]` as a region. The product's blocks declare their reads and
+    writes of the function's buffers with it: TVMScript infers a block's regions from its own
+    subscripts, not from the loads and stores built here in Python."""
+    return tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(i, 1) for i in indices])
+
+
 def product(p: Pattern, cfg):
     """The product as the ladder's steps see it (A_pad, B_pad, C, C_pad over the padded sizes),
     reading and writing the function's own buffers: a PrimFunc without parameters whose body
@@ -225,11 +232,6 @@ def product(p: Pattern, cfg):
 
     def o_at(m, j):
         return [*_unravel(m, p.lead, rows), j]
-
-    def point(buf, indices):
-        # Declared, not inferred: TVMScript infers a block's regions from its own subscripts,
-        # not from the loads and stores built here in Python.
-        return tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(i, 1) for i in indices])
 
     @T.prim_func(s_tir=True, check_well_formed=False)
     def main():
@@ -283,9 +285,6 @@ def batched_product(p: Pattern, cfg):
 
     def b_at(b, k, j):
         return tirx.BufferLoad(Y, [*at(b), *([j, k] if p.transposed_b else [k, j])])
-
-    def point(buf, indices):
-        return tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(i, 1) for i in indices])
 
     @T.prim_func(s_tir=True, check_well_formed=False)
     def main():
@@ -431,8 +430,6 @@ def choose(p: Pattern, precision: str, arch: str, gpu: str | None = None):
 def build(func: tirx.PrimFunc, arch: str = "sm_90", precision: str = "fp32"):
     """`func` (a matmul the rule recognises, e.g. ``batched.batched_matmul(...)``) scheduled by
     the rule and compiled for `arch`; ConfigError, one line, where the rule declines it."""
-    from . import target
-
     tgt = target(arch)
     sch = LadderMatmul(precision).apply(func, tgt, False)
     if sch is None:

@@ -15,6 +15,7 @@ databases. Both builders have the signature of a ``harness`` kernel builder,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import tvm
@@ -73,8 +74,6 @@ def workload(M: int, N: int, K: int) -> tvm.IRModule:
 
 
 def _database(directory: Path):
-    import json
-
     from tvm.s_tir import meta_schedule as ms
 
     records, sizes = directory / RECORDS_FILE, directory / WORKLOADS_FILE

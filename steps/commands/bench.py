@@ -475,9 +475,8 @@ def fastest_jobs(items: list[Item], choices: dict, arch: str, args) -> list[tupl
 
 
 def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: str, shape_set,
-                   base: dict | None = None) -> dict:
-    """`base` (default: the committed dispatch table, schedules/tuned/dispatch.json) with this
-    GPU's entry replaced by this run's: per precision, the steps timed and each one's median per
+                   base: dict) -> dict:
+    """`base` (the dispatch table the run writes to) with this GPU's entry replaced by this run's: per precision, the steps timed and each one's median per
     shape, dated. A precision this run timed no step of keeps the table it had (measured on the
     same shape set), so a TF32 run never wipes the fp32 rows, nor an fp32 run the TF32 ones."""
     from schedules import dispatch
@@ -496,8 +495,7 @@ def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: st
             rows.append([*item.shape, times])
         precisions[precision] = {"steps": [s.number for s in chosen], "shapes": rows, "date": env["date"]}
     slug = results.gpu_slug(env["gpu"])
-    old = dispatch.table() if base is None else base
-    before = next((e for e in old["gpus"] if e["slug"] == slug), None)
+    before = next((e for e in base["gpus"] if e["slug"] == slug), None)
     if before is not None and before.get("shape_set_sha256") == shape_set.sha256:
         for precision, kept in before["precisions"].items():
             if precision not in precisions:
@@ -505,7 +503,7 @@ def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: st
     entry = {"gpu": env["gpu"], "slug": slug, "arch": dispatch.family(arch),
              "date": env["date"], "driver": env.get("driver"), "tvm_version": env.get("tvm_version"),
              "shape_set_sha256": shape_set.sha256, "precisions": dict(sorted(precisions.items()))}
-    gpus = [e for e in old["gpus"] if e["slug"] != slug] + [entry]
+    gpus = [e for e in base["gpus"] if e["slug"] != slug] + [entry]
     return dispatch.validate({"schema": dispatch.SCHEMA,
                               "generated_by": "python -m steps.bench --save (median kernel ms per step and shape)",
                               "gpus": gpus})

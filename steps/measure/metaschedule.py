@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 from schedules import references as tvm_refs
-from schedules.matmul import matmul
 
 from .. import results
 
@@ -81,11 +80,10 @@ def export_library(mod) -> str:
 def tune_size(size, arch: str, trials: int, work_dir: Path, cost_model: str, runner=None):
     """Tune one size (measured by `runner`, MetaSchedule's local one by default); returns
     (best TuningRecord, seconds)."""
-    import tvm
     from tvm.s_tir import meta_schedule as ms
 
     M, N, K = size
-    mod = tvm.IRModule({"main": matmul(M, N, K)})
+    mod = tvm_refs.workload(M, N, K)
     cores = max(1, os.cpu_count() or 1)
     started = time.monotonic()
     remote = {} if runner is None else {"runner": runner}
@@ -117,7 +115,6 @@ def first_error(work_dir: Path) -> str:
 def write_database(directory: Path, records: dict, arch: str) -> None:
     """A database of exactly one record per size ({size: TuningRecord}), replacing `directory`'s
     files whole: written in a temporary folder beside it, then moved into place."""
-    import tvm
     from tvm.s_tir import meta_schedule as ms
 
     directory.parent.mkdir(parents=True, exist_ok=True)
