@@ -39,10 +39,15 @@ schedule wins. ``LadderMatmul.apply``:
    becomes an elementwise kernel of its own.
 
 The kernels need TVM's ``tirx.use_async_copy`` for their cp.async pipelines: compile with
-``relax_dispatch.PASS_CONFIG``. NT is read in place (B^T's rows are K-contiguous, so its copy
-into shared memory reads one float a thread across rows): correct, and slower than NN by the
-uncoalesced load; a model whose weights are parameters lifts the transpose out instead
-(``LiftTransformParams``), and gets NN.
+``relax_dispatch.PASS_CONFIG``. NT is read in place: B^T's rows are K-contiguous, so the copy of
+B's tile into shared memory walks the tile in the source's order, one float per load, consecutive
+threads along K (``transforms.source_transposed``). A float4 there would gather four rows, and
+TVM 0.27's cp.async injection emits a 16-byte copy from such a strided vector's base: until
+2026-11-25 every NT kernel through steps 7-13 read the wrong floats, or faulted (misaligned
+address on the H100; found by the first GPU run of the batched tests). Correct now, and slower
+than NN by its 4-byte copies (batched 16x512x512x64: NT 0.82x torch.bmm, NN's mirror 1.30x); a
+model whose weights are parameters lifts the transpose out instead (``LiftTransformParams``),
+and gets NN.
 """
 
 from __future__ import annotations

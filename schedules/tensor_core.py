@@ -30,7 +30,7 @@ import tvm
 from tvm import s_tir
 
 from . import tensor_intrin as ti
-from .transforms import Tiles, rasterize
+from .transforms import Tiles, rasterize, source_transposed
 
 WARP = ti.WARP
 
@@ -84,8 +84,13 @@ def tile_warps(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg) -> TensorTiles:
 
 
 def _spread_copy(sch: s_tir.Schedule, copy: s_tir.SBlockRV, warps: int, vector: int) -> None:
-    """All threads copy a tile, a warp-contiguous `vector` floats per thread per round."""
-    fused = sch.fuse(*sch.get_loops(copy)[-2:])
+    """All threads copy a tile, a warp-contiguous `vector` floats per thread per round (one
+    float per load, in the source's order, for a B stored N x K: transforms.cooperative_fetch)."""
+    outer, inner = sch.get_loops(copy)[-2:]
+    if source_transposed(sch, copy):
+        sch.reorder(inner, outer)
+        outer, inner, vector = inner, outer, 1
+    fused = sch.fuse(outer, inner)
     _, ty, tx, vec = sch.split(fused, [None, warps, WARP, vector])
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tvm import s_tir
+import tvm
+from tvm import s_tir, tirx
 
 
 @dataclass
@@ -154,7 +155,17 @@ def cooperative_fetch(sch: s_tir.Schedule, copy: s_tir.SBlockRV, threads_m: int,
     [rounds, threadIdx.y, threadIdx.x, vector]: each single load instruction of a warp then
     covers 32 consecutive float4s, 512 contiguous bytes.
     """
-    fused = sch.fuse(*sch.get_loops(copy)[-2:])
+    outer, inner = sch.get_loops(copy)[-2:]
+    if source_transposed(sch, copy):
+        # B stored N x K (nn.Linear's weight): the tile's rows run along N in shared memory but
+        # along K in global memory. Walk the tile in the source's order, one float per load, so
+        # consecutive threads read consecutive floats; a float4 here would gather four rows, and
+        # TVM 0.27's cp.async injection takes a strided vector for a contiguous 16 bytes (it
+        # reads the ramp's base and ignores its stride): wrong data, or a misaligned-address fault.
+        sch.reorder(inner, outer)
+        outer, inner = inner, outer
+        vector, rounds_outer = 1, True
+    fused = sch.fuse(outer, inner)
     if rounds_outer:
         _, ty, tx, vec = sch.split(fused, [None, threads_m, threads_n, vector])
     else:
@@ -162,6 +173,36 @@ def cooperative_fetch(sch: s_tir.Schedule, copy: s_tir.SBlockRV, threads_m: int,
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     sch.vectorize(vec)
+
+
+def source_transposed(sch: s_tir.Schedule, copy: s_tir.SBlockRV) -> bool:
+    """Whether the global memory behind a shared copy is contiguous along the tile's outer
+    axis, not its inner one: its producer (the operand's pad block, inlined into the copy later)
+    reads a function parameter whose last index does not follow the block's last axis."""
+    for producer in sch.get_producers(copy):
+        block = sch.get(producer)
+        if len(block.iter_vars) < 2:
+            continue
+        last, second = block.iter_vars[-1].var, block.iter_vars[-2].var
+        if not isinstance(block.body, tirx.stmt.BufferStore):
+            continue
+        for load in _loads_in(block.body.value):
+            if load.source.scope() != "global" or not load.indices:
+                continue
+            used = set(tirx.analysis.undefined_vars(load.indices[-1]))
+            if last not in used and second in used:
+                return True
+    return False
+
+
+def _loads_in(expr) -> list:
+    """The BufferLoads in an expression (a pad block's value: loads under selects and calls)."""
+    if isinstance(expr, tvm.ir.TensorLoad):  # what tirx.BufferLoad builds (TVM 0.27)
+        return [expr]
+    children = list(getattr(expr, "args", None) or [])  # a call: if_then_else, min
+    children += [getattr(expr, f) for f in ("a", "b", "condition", "true_value", "false_value", "value")
+                 if isinstance(getattr(expr, f, None), tvm.ir.Expr)]
+    return [ld for child in children for ld in _loads_in(child)]
 
 
 def accumulate_in_registers(sch: s_tir.Schedule, tiles: Tiles, vector: int) -> Tiles:

@@ -81,3 +81,31 @@ def test_batched_matmul_builds_run_against_float64(args):
     b64 = b.astype(np.float64)
     ref = a.astype(np.float64) @ (b64.swapaxes(-1, -2) if transposed else b64)
     assert harness.relative_error(tensors[-1].numpy(), ref) <= harness.TOLERANCE
+
+
+@pytest.mark.parametrize("number, M, N, K", [(4, 96, 80, 64), (7, 256, 192, 128), (8, 256, 192, 128),
+                                             (11, 16, 3072, 1024), (11, 512, 1024, 4096), (11, 1, 4096, 1024)])
+def test_each_step_takes_a_transposed_b(number, M, N, K):
+    # B stored N x K through each step's own schedule: the copy one float at a time in the
+    # source's order (tests/test_ladder_rule.py says why), against float64
+    import schedules
+    from schedules import ladder_rule
+    from schedules.ladder_rule import match
+
+    from .test_ladder_rule import nt
+
+    func = nt(M, N, K)
+    step = schedules.get_step(number)
+    sch = ladder_rule.schedule(func, match(func), step, step.default_config(M, N, K))
+    mod = tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")})
+    with tvm.transform.PassContext(opt_level=3, config=relax_dispatch.PASS_CONFIG):
+        lib = tvm.compile(mod, target=TARGET)
+    rng = np.random.default_rng(6)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    b = rng.uniform(-1, 1, (N, K)).astype(np.float32)
+    dev = tvm.cuda(0)
+    tensors = [tvm.runtime.tensor(x, dev) for x in (a, b, np.full((M, N), np.nan, np.float32))]
+    lib["main"](*tensors)
+    dev.sync()
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    assert harness.relative_error(tensors[-1].numpy(), ref) <= harness.TOLERANCE

@@ -273,6 +273,45 @@ def test_a_matrix_vector_product_with_its_epilogue_builds():
     assert all(schedules.get_step(11).default_config(*mnk).k_threads > 1 for mnk, _, _ in rule.chosen)
 
 
+def nt(M, N, K):
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((N, K), "float32"), C: T.Buffer((M, N), "float32")):
+        for i, j, k in T.grid(M, N, K):
+            with T.sblock("matmul"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+
+    return main
+
+
+@pytest.mark.parametrize("number, M, N, K", [(7, 256, 192, 128), (11, 16, 3072, 1024), (11, 512, 1024, 4096),
+                                             (13, 256, 256, 128), (11, 0, 100, 72)])
+def test_a_transposed_b_is_copied_a_float_at_a_time(number, M, N, K):
+    # TVM 0.27's cp.async injection turns a vector copy into one 16-byte cp.async from the
+    # ramp's base, stride ignored: for B stored N x K that read four floats of one row where
+    # four rows were meant (a misaligned-address fault on the H100, or wrong data). The copy of
+    # a transposed B must go one float at a time, consecutive threads along K (the source's
+    # contiguous axis). M = 0: batched (3 x 100 x 100 x 72).
+    from schedules import batched as batched_, ladder_rule
+
+    step = schedules.get_step(number)
+    if M:
+        func = nt(M, N, K)
+        p = match(func)
+        cfg = step.default_config(M, N, K)
+    else:
+        func = batched_.batched_matmul(3, N, N, K, transposed_b=True)
+        p = match(func)
+        cfg = batched_.config(step, p.batches, p.M, p.N, p.K)
+    src = "\n".join(cuda_kernels(ladder_rule.schedule(func, p, step, cfg).mod["main"]).values())
+    copies = [line.split("(")[0].strip() for line in src.splitlines() if "cp_async" in line and "B_ptr" in line]
+    assert copies and all("_4_4_4" in c for c in copies), copies
+    if number == 7:  # A, K-contiguous as the tile is, keeps its 16-byte copies
+        assert any("cp_async" in ln and "_16_" in ln and "A_ptr" in ln for ln in src.splitlines())
+
+
 def test_nt_builds():
     sch = LadderMatmul().apply(nt_relu, TARGET, False)
     kernels = cuda_kernels(sch.mod["main"])

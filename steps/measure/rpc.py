@@ -187,6 +187,8 @@ class Tracker:
     def probe(self, device: str, wait_s: float) -> dict:
         """What the servers are, asked of one of them: its device's name, arch, SM count and
         shared memory per block (CUDA), and how many servers there are."""
+        import tvm
+
         servers = self.wait_for_servers(wait_s)
         try:
             session, server = self.request(session_timeout=TIMEOUT_S, wait_s=wait_s)
@@ -203,6 +205,11 @@ class Tracker:
             if not dev.exist:
                 raise TrackerError(f"the server {server} under key {self.key!r} has no {device} device")
             if device == "cuda":
+                # A session's process is forked from the server and has not touched CUDA: the
+                # name and the attributes below are driver-API calls, which need the runtime
+                # (and its cuInit) to have run first. An allocation does that.
+                tvm.runtime.empty((1,), "float32", dev)
+                dev.sync()
                 info.update(gpu=dev.device_name, compute_capability=dev.compute_version,
                             arch="sm_" + dev.compute_version.replace(".", ""),
                             sm_count=dev.multi_processor_count,

@@ -195,9 +195,14 @@ def _newest_first(by_gpu: dict[str, list[dict]]) -> list[str]:
     return sorted(by_gpu, key=lambda slug: (max(d["environment"]["date"] for d in by_gpu[slug]), slug), reverse=True)
 
 
-def primary_gpu(by_gpu: dict[str, list[dict]]) -> str:
-    """The GPU the README shows: the one measured last (its newest step file), ties by name."""
-    return _newest_first(by_gpu)[0]
+def primary_gpu(by_gpu: dict[str, list[dict]], results_dir: Path = results.RESULTS_DIR) -> str:
+    """The GPU the README shows: among those with the benchmark shape set (shapes.json: what the
+    README's shape block and the issues' bars are judged on), else among all, the one measured
+    last (its newest step file), ties by name. So the ladder table and the blocks below it show
+    one GPU."""
+    ranked = _newest_first(by_gpu)
+    with_shapes = [slug for slug in ranked if (Path(results_dir) / slug / "shapes.json").exists()]
+    return (with_shapes or ranked)[0]
 
 
 def _newest_with(results_dir: Path, load):
@@ -221,7 +226,7 @@ def render(results_dir: Path = results.RESULTS_DIR) -> str:
     by_gpu = _gpu_dirs(results_dir)
     if not by_gpu:
         return "_No results committed yet: run `python -m steps --save` on a GPU._"
-    main_slug = primary_gpu(by_gpu)
+    main_slug = primary_gpu(by_gpu, results_dir)
     text = render_one(results_dir, main_slug, by_gpu[main_slug])
     others = [s for s in sorted(by_gpu) if s != main_slug]
     if others:
@@ -394,7 +399,7 @@ def update_readme(readme: Path = README, results_dir: Path = results.RESULTS_DIR
     by_gpu = _gpu_dirs(results_dir)
     for slug, docs in by_gpu.items():
         page = Path(results_dir) / slug / "README.md"
-        if slug == primary_gpu(by_gpu):
+        if slug == primary_gpu(by_gpu, results_dir):
             if page.exists():  # the README shows this GPU itself
                 page.unlink()
                 changed = True
