@@ -142,6 +142,24 @@ def test_both_servers_measure_and_results_read_as_the_local_paths(tracker):
         assert res["rel_err"] <= harness.TOLERANCE and res["gflops"] > 0 and res["median_ms"] > 0
 
 
+def test_a_spawning_server_measures_too():
+    """--spawn (rpc_server --no-fork): each session a fresh Python instead of a fork of the
+    server, for a driver that fails in forked sessions (the H100's first try, 2026-11-25)."""
+    launch = rpc_pool.Launch(["0"], KEY + "-spawn", host="127.0.0.1", port=0, server_port=0, say=lambda line: None,
+                             ready_s=90, spawn=True)
+    try:
+        launch.start()
+        assert all("--no-fork" in s.proc.args for s in launch.servers)
+        wait_until(lambda: len(launch.tracker.servers()) == 1, 60, "the server registered")
+        remote = rpc.Remote(launch.tracker, target="llvm", builder="tests.rpc_kernels:build", timeout_s=60, wait_s=30)
+        pool, results = run_pool(remote, jobs_of(configs(2)))
+        assert len(results) == 2 and all(r["rel_err"] <= harness.TOLERANCE and r["gflops"] > 0
+                                         for r in results.values()), results
+    finally:
+        launch.stop()
+    assert not [s.proc.pid for s in launch.servers if s.proc and s.proc.poll() is None]
+
+
 def test_a_timeout_and_a_crashing_kernel_cost_their_candidates_only(launch, tracker):
     """A kernel that sleeps past --timeout fails as a timeout; one that aborts crashes its
     server's session twice (it is retried once) and fails; TVM's servers stop serving after

@@ -5,12 +5,12 @@
 #   3. wall time, the same step-11 candidates (SHAPES x CANDIDATES), alternating local, tracker,
 #      local, tracker: the tracker with one server must be at most 1.10x the local path, with the
 #      same winners (python -m steps.sweep --from-log on each log)
-#   SHAPES=... CANDIDATES=8 TESTS=0 bash tools/rpc_run.sh
+#   SHAPES=... CANDIDATES=8 TESTS=0 SPAWN=1 bash tools/rpc_run.sh
 # Logs go to logs/; with $OUT set, one tar of logs/ goes to $OUT/rpc.tar.
 set -uo pipefail
 if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh || exit 1; fi
 # The lent machine has no network and no tornado (TVM's tracker needs it): carry a copy unpacked
-# from its wheel into the git-ignored .rpcdeps/ (pip download tornado; unzip; drop tornado/test).
+# from its wheel into the git-ignored .rpcdeps/ (bash tools/rpcdeps.sh); carry [".gpu", ".rpcdeps"].
 if [ -d .rpcdeps ]; then export PYTHONPATH="$PWD/.rpcdeps${PYTHONPATH:+:$PYTHONPATH}"; fi
 export PYTHONUNBUFFERED=1
 mkdir -p logs
@@ -33,7 +33,9 @@ if [ "${TESTS:-1}" = 1 ]; then
   timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rpc.py > logs/pytest-gpu-rpc.log 2>&1
   echo "pytest rc=$? $((SECONDS-t0))s"; tail -n 5 logs/pytest-gpu-rpc.log
 fi
-setsid python3 -m steps.rpc_pool --gpus 0 --key h100 --host 127.0.0.1 --port 9190 > logs/rpc-pool.log 2>&1 &
+# SPAWN=1: sessions as fresh processes (rpc_server --no-fork), should forked sessions fail on the
+# driver (tools/rpc_probe.sh tells; results/<gpu>/rpc_first_try.txt says why it is asked)
+setsid python3 -m steps.rpc_pool --gpus 0 --key h100 --host 127.0.0.1 --port 9190 ${SPAWN:+--spawn} > logs/rpc-pool.log 2>&1 &
 pool=$!
 sleep 8
 sweep() {  # $1: local or rpc, $2: round

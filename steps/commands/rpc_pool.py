@@ -126,8 +126,9 @@ class Launch:
 
     def __init__(self, gpus: list[str], key: str, tracker: tuple[str, int] | None = None, host: str = "0.0.0.0",
                  port: int = TRACKER_PORT, server_port: int = SERVER_PORT, custom_addr: str | None = None,
-                 say=None, ready_s: float = READY_S):
+                 say=None, ready_s: float = READY_S, spawn: bool = False):
         self.gpus = gpus
+        self.spawn = spawn
         self.key = key
         self.host = host
         self.custom_addr = custom_addr
@@ -205,6 +206,8 @@ class Launch:
                "--host", self.host, "--port", str(server.port), "--port-end", str(server.port + 1), "--silent"]
         if self.custom_addr:
             cmd += ["--custom-addr", self.custom_addr]
+        if self.spawn:  # each session a fresh Python, not a fork of the server (TVM's --no-fork)
+            cmd += ["--no-fork"]
         server.proc = subprocess.Popen(cmd, env=server_environment(server.gpu), start_new_session=True,
                                        stdin=subprocess.DEVNULL)
         server.started, server.seen = time.monotonic(), None
@@ -323,6 +326,9 @@ def parser():
                    help=f"the servers' ports: the first free from it, one each, 0 for any (default: {SERVER_PORT})")
     p.add_argument("--custom-addr", default=None, metavar="ADDR",
                    help="the address the servers register under, for clients on other hosts")
+    p.add_argument("--spawn", action="store_true",
+                   help="start each session as a fresh process (rpc_server --no-fork) instead of a fork of the "
+                        "server: for a driver that fails in forked sessions; costs a Python start per session")
     return p
 
 
@@ -335,7 +341,8 @@ def main(argv=None) -> int:
         missing = missing_packages(tracker=args.tracker is None)
         if missing:
             raise options.UsageError(f"TVM's RPC processes need {', '.join(missing)}: pip install -e \".[rpc]\"")
-        launch = Launch(args.gpus, args.key, args.tracker, args.host, args.port, args.server_port, args.custom_addr)
+        launch = Launch(args.gpus, args.key, args.tracker, args.host, args.port, args.server_port, args.custom_addr,
+                        spawn=args.spawn)
     except (options.UsageError, LaunchError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return options.EXIT_USAGE
