@@ -327,8 +327,8 @@ def parser():
     p.add_argument("--custom-addr", default=None, metavar="ADDR",
                    help="the address the servers register under, for clients on other hosts")
     p.add_argument("--spawn", action="store_true",
-                   help="start each session as a fresh process (rpc_server --no-fork) instead of a fork of the "
-                        "server: for a driver that fails in forked sessions; costs a Python start per session")
+                   help="start each session as a fresh process (TVM's rpc_server in spawn mode) instead of a fork "
+                        "of the server: for a driver that fails in forked sessions; costs a Python start per session")
     return p
 
 
