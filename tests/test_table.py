@@ -102,6 +102,17 @@ def test_the_readme_shows_the_gpu_measured_last_and_links_the_others(tmp_path):
     assert block.strip().startswith("NVIDIA H200, 2026-11-21:") and "| step 10 | 512 | 1 |" in block
 
 
+def test_the_readme_prefers_the_gpu_with_the_shape_set(tmp_path):
+    # the H100 measured first but with the benchmark shape set: the ladder table shows it, as the
+    # shape block below it does, rather than the GPU measured last
+    _save_steps(tmp_path, gpu="NVIDIA H100 80GB HBM3", date="2026-11-21T00:00:00+00:00")
+    _save_steps(tmp_path, gpu="NVIDIA H200", date="2026-11-22T00:00:00+00:00")
+    assert table.render(tmp_path).startswith("**NVIDIA H200**")
+    (tmp_path / "nvidia-h100-80gb-hbm3" / "shapes.json").write_text("{}")
+    text = table.render(tmp_path)
+    assert text.startswith("**NVIDIA H100 80GB HBM3**") and "[NVIDIA H200](" in text
+
+
 def test_shape_block_falls_back_to_the_newest_gpu_that_has_one(tmp_path, monkeypatch):
     from steps.results import shapes
 

@@ -205,9 +205,11 @@ class Tracker:
             if not dev.exist:
                 raise TrackerError(f"the server {server} under key {self.key!r} has no {device} device")
             if device == "cuda":
-                # A session's process is forked from the server and has not touched CUDA: the
-                # name and the attributes below are driver-API calls, which need the runtime
-                # (and its cuInit) to have run first. An allocation does that.
+                # A session's process is forked from the server and has not touched CUDA yet; on
+                # the H100 (2026-11-25) its first name query, a driver-API call, failed with
+                # CUDA_ERROR_NOT_INITIALIZED. An allocation first makes the runtime initialise
+                # the driver; whether that is enough, or the servers need --spawn, is the next
+                # GPU run's to say (tools/rpc_probe.sh).
                 tvm.runtime.empty((1,), "float32", dev)
                 dev.sync()
                 info.update(gpu=dev.device_name, compute_capability=dev.compute_version,
