@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import tvm
 from tvm import s_tir, tirx
 
 
@@ -184,25 +183,13 @@ def source_transposed(sch: s_tir.Schedule, copy: s_tir.SBlockRV) -> bool:
         if len(block.iter_vars) < 2:
             continue
         last, second = block.iter_vars[-1].var, block.iter_vars[-2].var
-        if not isinstance(block.body, tirx.stmt.BufferStore):
-            continue
-        for load in _loads_in(block.body.value):
-            if load.source.scope() != "global" or not load.indices:
+        for read in block.reads:
+            if read.source.scope() != "global":
                 continue
-            used = set(tirx.analysis.undefined_vars(load.indices[-1]))
+            used = set(tirx.analysis.undefined_vars(read.region[-1].min))
             if last not in used and second in used:
                 return True
     return False
-
-
-def _loads_in(expr) -> list:
-    """The BufferLoads in an expression (a pad block's value: loads under selects and calls)."""
-    if isinstance(expr, tvm.ir.TensorLoad):  # what tirx.BufferLoad builds (TVM 0.27)
-        return [expr]
-    children = list(getattr(expr, "args", None) or [])  # a call: if_then_else, min
-    children += [getattr(expr, f) for f in ("a", "b", "condition", "true_value", "false_value", "value")
-                 if isinstance(getattr(expr, f, None), tvm.ir.Expr)]
-    return [ld for child in children for ld in _loads_in(child)]
 
 
 def accumulate_in_registers(sch: s_tir.Schedule, tiles: Tiles, vector: int) -> Tiles:

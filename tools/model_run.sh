@@ -5,7 +5,9 @@
 #      tests/test_gpu_model.py)
 #   2. the batched probe: the ladder's batched kernel against torch.bmm fp32 (tools/batched_probe.py)
 #   3. the model with both TVM ways replayed from CUDA graphs, saved as results/<gpu>/model_cuda_graph.*
-#   TESTS=0 / PROBE=0 / MODEL=0 bash tools/model_run.sh    # skip a part
+#   4. PROFILE=1: where a small forward pass's time goes (tools/model_profile.py, a CUPTI trace;
+#      what results/<gpu>/model_profile.txt holds, from PROFILE=1 MODEL=0)
+#   TESTS=0 / PROBE=0 / MODEL=0 / PROFILE=1 bash tools/model_run.sh    # skip or add a part
 # Logs go to logs/; with $OUT set (a lent machine), one tar of results/, README.md and logs/ goes to
 # $OUT/model.tar.
 set -uo pipefail
@@ -31,4 +33,10 @@ if [ "${MODEL:-1}" = 1 ]; then
   timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.model --cuda-graph --save \
     > logs/model-cuda-graph.out 2> logs/model-cuda-graph.err
   echo "model --cuda-graph rc=$? $((SECONDS-t0))s"; cat logs/model-cuda-graph.out; tail -n 3 logs/model-cuda-graph.err
+fi
+if [ "${PROFILE:-0}" = 1 ]; then
+  t0=$SECONDS
+  mkdir -p logs/trace
+  timeout 150 python3 tools/model_profile.py --trace logs/trace > logs/model-profile.out 2> logs/model-profile.err
+  echo "profile rc=$? $((SECONDS-t0))s"; grep -v '^{' logs/model-profile.out; tail -n 3 logs/model-profile.err
 fi
