@@ -46,7 +46,7 @@ HONOURED = {
     "steps.bench": ({"--steps", "--references", "--class", "--shapes", "--repeat", "--arch", "--seed", "--workers",
                      "--save", "--save-dispatch", "--check-only", "--build-only", "--list", "--fastest"},
                     {"--sizes", "--shape", "--explain", "--compare", "--results-dir", "--shape-set", "--dispatch-table"}),
-    "steps.rpc_pool": ({"--gpus", "--key", "--tracker", "--host", "--port", "--server-port", "--custom-addr", "--spawn"},
+    "steps.rpc_pool": ({"--gpus", "--key", "--tracker", "--host", "--port", "--server-port", "--custom-addr", "--fork"},
                        {"--sizes", "--repeat", "--arch"}),
 }
 

@@ -11,6 +11,7 @@ sweep takes. Every process is stopped at the end, and every wait is bounded. One
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
@@ -74,6 +75,7 @@ def launch():
     watcher = threading.Thread(target=watch, daemon=True)
     try:
         launch.start()
+        assert all("--no-fork" in s.proc.args for s in launch.servers)  # sessions spawn by default
         watcher.start()
         launch.lines = lines
         yield launch
@@ -142,14 +144,15 @@ def test_both_servers_measure_and_results_read_as_the_local_paths(tracker):
         assert res["rel_err"] <= harness.TOLERANCE and res["gflops"] > 0 and res["median_ms"] > 0
 
 
-def test_a_spawning_server_measures_too():
-    """--spawn (rpc_server --no-fork): each session a fresh Python instead of a fork of the
-    server, for a driver that fails in forked sessions (the H100's first try, 2026-11-25)."""
-    launch = rpc_pool.Launch(["0"], KEY + "-spawn", host="127.0.0.1", port=0, server_port=0, say=lambda line: None,
-                             ready_s=90, spawn=True)
+def test_a_forking_server_measures_too():
+    """--fork (TVM's default server): each session a fork of its server instead of a fresh Python.
+    The launcher spawns by default, since CUDA failed in forked sessions on the H100 (2026-11-25);
+    on the CPU, forking works and starts sessions sooner."""
+    launch = rpc_pool.Launch(["0"], KEY + "-fork", host="127.0.0.1", port=0, server_port=0, say=lambda line: None,
+                             ready_s=90, spawn=False)
     try:
         launch.start()
-        assert all("--no-fork" in s.proc.args for s in launch.servers)
+        assert not any("--no-fork" in s.proc.args for s in launch.servers)
         wait_until(lambda: len(launch.tracker.servers()) == 1, 60, "the server registered")
         remote = rpc.Remote(launch.tracker, target="llvm", builder="tests.rpc_kernels:build", timeout_s=60, wait_s=30)
         pool, results = run_pool(remote, jobs_of(configs(2)))
@@ -203,6 +206,37 @@ def test_a_server_killed_mid_sweep_costs_nothing(launch, tracker):
     assert all("error" not in r for r in results.values()), results
     wait_until(lambda: len(launch.tracker.servers()) == 2, 60, "the killed server restarted")
     assert any("exited (killed by SIGKILL)" in line for line in launch.lines), launch.lines
+
+
+def test_a_renewed_session_lets_its_old_one_go_first(launch, tracker, monkeypatch):
+    """A client renews its session near the session's end; by then nothing may hold the old
+    one: a server serves one session at a time, so a session still held keeps its server busy
+    until its timeout (seen on the H100: every renewal waited a session's time). Checked at
+    each request for a session: the thread's earlier sessions are gone."""
+    import gc
+    import weakref
+
+    held, asked = [], []
+    request = rpc.Tracker.request
+
+    def watched(self, *args, **kwargs):
+        gc.collect()
+        mine = [r for thread, r in asked if thread == threading.get_ident()]
+        held.extend(r for r in mine if r() is not None)
+        session, server = request(self, *args, **kwargs)
+        asked.append((threading.get_ident(), weakref.ref(session)))
+        return session, server
+
+    monkeypatch.setattr(rpc.Tracker, "request", watched)
+    # fast candidates (a fraction of a second each) and sessions of 2 x 3 s: renewed after 3 s
+    monkeypatch.setattr(rpc, "SESSION_TIMEOUTS", 2)
+    remote = rpc.Remote(tracker, target="llvm", builder="tests.rpc_kernels:build", timeout_s=3, wait_s=45)
+    cfgs = configs(24)
+    _, results = run_pool(remote, jobs_of(cfgs, repeat=1), timeout_s=100)
+    assert all("error" not in r for r in results.values()), [r["error"] for r in results.values() if "error" in r]
+    per_thread = collections.Counter(thread for thread, _ in asked)
+    assert max(per_thread.values()) >= 2, f"no session was renewed: {per_thread}"
+    assert not held, f"{len(held)} sessions still held when their thread asked for another"
 
 
 # --- the command: resuming, one-line errors -------------------------------------------------------

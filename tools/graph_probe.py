@@ -51,7 +51,7 @@ def main(argv=None) -> int:
         return 2
     arch = harness.gpu_arch()
     dev = tvm.cuda(0)
-    h = harness.Harness(repeat=args.repeat, seed=0, isolate=False)
+    h = harness.KernelRunner(repeat=args.repeat, seed=0, isolate=False)
     failed = 0
     for M, N, K in [tuple(s) for s in args.shape] if args.shape else SHAPES:
         choice = schedules.fastest(M, N, K, "fp32", arch=arch)

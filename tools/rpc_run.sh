@@ -5,19 +5,25 @@
 #   3. wall time, the same step-11 candidates (SHAPES x CANDIDATES), alternating local, tracker,
 #      local, tracker: the tracker with one server must be at most 1.10x the local path, with the
 #      same winners (python -m steps.sweep --from-log on each log)
-#   SHAPES=... CANDIDATES=8 TESTS=0 SPAWN=1 bash tools/rpc_run.sh
-# Logs go to logs/; with $OUT set, one tar of logs/ goes to $OUT/rpc.tar.
+#   0. (PROBE=1) tools/fork_probe.py: why forked sessions fail, what spawned ones do
+#   SHAPES=... CANDIDATES=8 TESTS=0 PROBE=1 FORK=1 ROUNDS=2 SWEEP_S=105 bash tools/rpc_run.sh
+# Logs go to logs/ (with $OUT set, a link to $OUT/logs). ROUNDS=2 SWEEP_S=105 are the defaults.
 set -uo pipefail
 if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh || exit 1; fi
 # The lent machine has no network and no tornado (TVM's tracker needs it): carry a copy unpacked
 # from its wheel into the git-ignored .rpcdeps/ (bash tools/rpcdeps.sh); carry [".gpu", ".rpcdeps"].
 if [ -d .rpcdeps ]; then export PYTHONPATH="$PWD/.rpcdeps${PYTHONPATH:+:$PYTHONPATH}"; fi
 export PYTHONUNBUFFERED=1
-mkdir -p logs
-finish() { kill -- -"$pool" 2>/dev/null; wait 2>/dev/null; if [ -n "${OUT:-}" ]; then tar -cf "$OUT/rpc.tar" logs; fi; }
+# With $OUT set, logs/ is a link into it: what ran comes back even if the call is cut off.
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/logs" && rm -rf logs && ln -s "$OUT/logs" logs; else mkdir -p logs; fi
+pool=""
+finish() { [ -n "$pool" ] && kill -- -"$pool" 2>/dev/null; wait 2>/dev/null; }
 trap finish EXIT
 SHAPES=${SHAPES:-1024x1024x1024,2048x2048x2048,4096x4096x4096,2048x64x2048,128x4096x4096,256x256x16384,1000x1500x700,2047x2047x2047,4096x4096x64,513x257x1025}
 CANDIDATES=${CANDIDATES:-8}
+if [ "${PROBE:-0}" = 1 ]; then
+  timeout 150 python3 tools/fork_probe.py > logs/fork-probe.log 2>&1; echo "fork probe rc=$?"; cat logs/fork-probe.log
+fi
 python3 - <<'PY' 2>&1 | tail -n 1
 import schedules
 lib = schedules.build(10, 2048, 2048, 2048)
@@ -30,29 +36,30 @@ except Exception as e:
 PY
 if [ "${TESTS:-1}" = 1 ]; then
   t0=$SECONDS
-  timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rpc.py > logs/pytest-gpu-rpc.log 2>&1
+  timeout 120 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_rpc.py > logs/pytest-gpu-rpc.log 2>&1
   echo "pytest rc=$? $((SECONDS-t0))s"; tail -n 5 logs/pytest-gpu-rpc.log
 fi
-# SPAWN=1: sessions as fresh processes (rpc_server --no-fork), should forked sessions fail on the
-# driver (tools/rpc_probe.sh tells; results/<gpu>/rpc_first_try.txt says why it is asked)
-setsid python3 -m steps.rpc_pool --gpus 0 --key h100 --host 127.0.0.1 --port 9190 ${SPAWN:+--spawn} > logs/rpc-pool.log 2>&1 &
+# FORK=1: sessions forked from their server (TVM's default) instead of spawned (the launcher's
+# default since forked sessions failed on the H100: results/<gpu>/rpc_tries.txt)
+setsid python3 -m steps.rpc_pool --gpus 0 --key h100 --host 127.0.0.1 --port 9190 ${FORK:+--fork} > logs/rpc-pool.log 2>&1 &
 pool=$!
 sleep 8
 sweep() {  # $1: local or rpc, $2: round
   local extra=""; [ "$1" = rpc ] && extra="--tracker 127.0.0.1:9190 --key h100"
   rm -f "logs/rpc-wall-$1-$2.jsonl"
   local t0; t0=$(date +%s.%N)
-  timeout 100 python3 -m steps.sweep --step 11 --shapes "$SHAPES" --candidates "$CANDIDATES" $extra \
+  timeout "${SWEEP_S:-105}" python3 -m steps.sweep --step 11 --shapes "$SHAPES" --candidates "$CANDIDATES" $extra \
     --log "logs/rpc-wall-$1-$2.jsonl" > "logs/rpc-wall-$1-$2.out" 2> "logs/rpc-wall-$1-$2.err"
   local rc=$?
   echo "$1 round $2: rc=$rc wall $(python3 -c "import time; print(f'{time.time() - $t0:.1f}')") s" | tee -a logs/rpc-wall.txt
 }
-for round in 1 2; do sweep local $round; sweep rpc $round; done
+ROUNDS=${ROUNDS:-2}
+for round in $(seq "$ROUNDS"); do sweep local $round; sweep rpc $round; done
 for f in logs/rpc-wall-*.jsonl; do
   # the winner's config per shape (its TFLOPS left out: two runs never time alike)
   python3 -m steps.sweep --step 11 --from-log "$f" | sed -E 's/: [0-9.]+ TFLOPS/:/' | sort > "${f%.jsonl}.best"
 done
-for round in 1 2; do
+for round in $(seq "$ROUNDS"); do
   if cmp -s "logs/rpc-wall-local-$round.best" "logs/rpc-wall-rpc-$round.best"; then same=same; else same=DIFFERENT; fi
   echo "round $round winners: $same" | tee -a logs/rpc-wall.txt
 done

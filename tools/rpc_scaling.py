@@ -59,7 +59,7 @@ def run(n: int, gpus: list[str], args, logs: Path) -> dict:
 
     launch = rpc_pool.Launch(gpus[:n], f"scaling-{n}", host="127.0.0.1", port=0, server_port=0,
                              say=lambda line: print(f"  launcher: {line}", file=sys.stderr, flush=True),
-                             spawn=args.spawn)
+                             spawn=not args.fork)
     log = logs / f"rpc-scaling-{n}.jsonl"
     log.unlink(missing_ok=True)
     launch.start()
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     p.add_argument("--shape-file", type=Path, default=Path("bench/shapes.toml"))
     p.add_argument("--logs", type=Path, default=Path("logs"))
     p.add_argument("--save", action="store_true", help="write results/<gpu>/rpc_scaling.txt and .json")
-    p.add_argument("--spawn", action="store_true", help="servers start sessions as fresh processes (rpc_pool --spawn)")
+    p.add_argument("--fork", action="store_true", help="servers fork their sessions (rpc_pool --fork)")
     p.add_argument("--cpu-test", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     gpus = [g for g in args.gpus.split(",") if g]

@@ -2,7 +2,7 @@
 # The lent GPU machine has no network and no tornado, which TVM's RPC tracker imports: build the
 # git-ignored .rpcdeps/ (tornado unpacked from its abi3 wheel, the web, HTTP and test modules the
 # tracker never imports dropped: ~0.5 MiB, beside .gpu/ under the 64 MiB a call may carry).
-# tools/rpc_run.sh and tools/rpc_probe.sh put it on PYTHONPATH; carry [".gpu", ".rpcdeps"].
+# tools/rpc_run.sh and tools/scaling_run.sh put it on PYTHONPATH; carry [".gpu", ".rpcdeps"].
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 tmp=$(mktemp -d)

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Issue 33 on a lent machine with several GPUs (nvidia-h100-x2 / x4 kinds), from the project root:
-#   GPUS=0,1 SPAWN=1 bash tools/scaling_run.sh     # carry [".gpu", ".rpcdeps"] (bash tools/rpcdeps.sh first)
-# The same step-11 sweep through 1, 2 (and 4) servers (tools/rpc_scaling.py --save); first the
-# tracker's own checks on this machine (tools/rpc_run.sh's, TESTS only). One tar of results/ and
-# logs/ goes to $OUT/scaling.tar.
+#   GPUS=0,1 [FORK=1] bash tools/scaling_run.sh     # carry [".gpu", ".rpcdeps"] (bash tools/rpcdeps.sh first)
+# The same step-11 sweep through 1, 2 (and 4) servers (tools/rpc_scaling.py --save). logs/ come
+# back in $OUT/logs, results/ in $OUT/scaling-results.tar.
 set -uo pipefail
 if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh || exit 1; fi
 if [ -d .rpcdeps ]; then export PYTHONPATH="$PWD/.rpcdeps${PYTHONPATH:+:$PYTHONPATH}"; fi
 export PYTHONUNBUFFERED=1
-mkdir -p logs
-finish() { if [ -n "${OUT:-}" ]; then tar -cf "$OUT/scaling.tar" results logs; fi; }
+# With $OUT set, logs/ is a link into it: what ran comes back even if the call is cut off.
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/logs" && rm -rf logs && ln -s "$OUT/logs" logs; else mkdir -p logs; fi
+finish() { if [ -n "${OUT:-}" ]; then tar -cf "$OUT/scaling-results.tar" results; fi; }
 trap finish EXIT
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv > logs/scaling-nvidia-smi.csv
 cat logs/scaling-nvidia-smi.csv
 GPUS=${GPUS:-$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)}
 timeout $(( ${LIMIT_S:-570} )) python3 tools/rpc_scaling.py --gpus "$GPUS" --candidates "${CANDIDATES:-10}" \
-  ${SPAWN:+--spawn} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
+  ${FORK:+--fork} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
 echo "rpc_scaling rc=$?"; cat logs/rpc-scaling.out; tail -n 8 logs/rpc-scaling.err

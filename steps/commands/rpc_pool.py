@@ -126,7 +126,7 @@ class Launch:
 
     def __init__(self, gpus: list[str], key: str, tracker: tuple[str, int] | None = None, host: str = "0.0.0.0",
                  port: int = TRACKER_PORT, server_port: int = SERVER_PORT, custom_addr: str | None = None,
-                 say=None, ready_s: float = READY_S, spawn: bool = False):
+                 say=None, ready_s: float = READY_S, spawn: bool = True):
         self.gpus = gpus
         self.spawn = spawn
         self.key = key
@@ -207,6 +207,8 @@ class Launch:
         if self.custom_addr:
             cmd += ["--custom-addr", self.custom_addr]
         if self.spawn:  # each session a fresh Python, not a fork of the server (TVM's --no-fork)
+            # On the H100 (driver 580, 2026-11-25) a forked session's driver-API calls failed
+            # with CUDA_ERROR_NOT_INITIALIZED; spawned sessions work (tools/fork_probe.py).
             cmd += ["--no-fork"]
         server.proc = subprocess.Popen(cmd, env=server_environment(server.gpu), start_new_session=True,
                                        stdin=subprocess.DEVNULL)
@@ -326,9 +328,9 @@ def parser():
                    help=f"the servers' ports: the first free from it, one each, 0 for any (default: {SERVER_PORT})")
     p.add_argument("--custom-addr", default=None, metavar="ADDR",
                    help="the address the servers register under, for clients on other hosts")
-    p.add_argument("--spawn", action="store_true",
-                   help="start each session as a fresh process (TVM's rpc_server in spawn mode) instead of a fork "
-                        "of the server: for a driver that fails in forked sessions; costs a Python start per session")
+    p.add_argument("--fork", action="store_true",
+                   help="fork each session from its server (TVM's default) instead of starting a fresh Python: "
+                        "faster to start, but CUDA failed in forked sessions on the H100 (docs/usage.md)")
     return p
 
 
@@ -342,7 +344,7 @@ def main(argv=None) -> int:
         if missing:
             raise options.UsageError(f"TVM's RPC processes need {', '.join(missing)}: pip install -e \".[rpc]\"")
         launch = Launch(args.gpus, args.key, args.tracker, args.host, args.port, args.server_port, args.custom_addr,
-                        spawn=args.spawn)
+                        spawn=not args.fork)
     except (options.UsageError, LaunchError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return options.EXIT_USAGE

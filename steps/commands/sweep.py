@@ -614,8 +614,8 @@ def parser(prog: str):
                         "them); builds stay here")
     p.add_argument("--key", default=None, help="with --tracker: the key the servers registered under")
     p.add_argument("--timeout", type=options._positive, default=rpc.TIMEOUT_S,
-                   help=f"with --tracker: seconds each candidate has on its server before it fails "
-                        f"(default: {rpc.TIMEOUT_S}; stopped by twice that)")
+                   help=f"with --tracker: seconds each candidate has at least on its server (default: "
+                        f"{rpc.TIMEOUT_S}); a hung one is stopped with its session, {rpc.SESSION_TIMEOUTS}x that")
     p.add_argument("--wait", type=options._positive, default=rpc.WAIT_S,
                    help=f"with --tracker: seconds to wait for a server under --key (default: {rpc.WAIT_S})")
     # CPU builds of the same candidates, measured over RPC: the tests' way to drive the distribution.

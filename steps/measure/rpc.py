@@ -15,12 +15,16 @@ client without one, the library holds CUDA source and the server compiles it whe
 it, inside the session, one candidate after another (2-15 s each for this ladder's kernels),
 with the project's NVRTC set-up, which the launcher gives every server (schedules/nvrtc.py).
 
-Sessions. A server runs one session at a time, and a new session costs ~100 ms (on CUDA also
-a new context), so each client thread holds one session for a batch of candidates. TVM's only
-timeout is the session's: the server kills a session older than it. So sessions are asked for
-with twice the per-candidate ``timeout_s`` and take new candidates during their first
-``timeout_s`` only: a candidate the server stops has had at least ``timeout_s``, and a
-session that expires is the running candidate's doing, never its batch's.
+Sessions. A server runs one session at a time, and a new session is a new process with a new
+CUDA context: ~100 ms forked, 5-10 s spawned (the launcher's default: forked sessions failed
+on the H100; a spawned one imports TVM), and then the operands go up again. So each client
+thread holds one session for a batch of candidates, with the operands of the last
+OPERAND_SIZES sizes kept on its device. TVM's only timeout is the session's: the server kills
+a session older than it. So sessions are asked for with SESSION_TIMEOUTS times the
+per-candidate ``timeout_s`` and take new candidates until one ``timeout_s`` before their end:
+a candidate the server stops has had at least ``timeout_s`` (a hung one holds its server at
+most the session's time), and a session that expires is the running candidate's doing,
+never its batch's.
 
 Faults cost a candidate, never the sweep:
 - a candidate past its time fails ("timeout: ...");
@@ -64,7 +68,8 @@ from . import harness
 
 CONNECT_S = 5.0  # the tracker must answer within this: a wrong address fails fast
 WAIT_S = 30  # how long a sweep waits for a server under its key (--wait)
-TIMEOUT_S = 60  # seconds each candidate has at least on its server (--timeout); stopped by twice that
+TIMEOUT_S = 60  # seconds each candidate has at least on its server (--timeout)
+SESSION_TIMEOUTS = 5  # a session lasts this many timeouts: a hung candidate is stopped by its end
 REQUEST_S = 5.0  # one request for a session waits this long before its thread looks again
 POLL_S = 0.5  # how often the collecting thread looks at the tracker, and idle clients at the queue
 GRACE_S = 30.0  # past its session's end, a candidate whose server says nothing is given up
@@ -205,13 +210,6 @@ class Tracker:
             if not dev.exist:
                 raise TrackerError(f"the server {server} under key {self.key!r} has no {device} device")
             if device == "cuda":
-                # A session's process is forked from the server and has not touched CUDA yet; on
-                # the H100 (2026-11-25) its first name query, a driver-API call, failed with
-                # CUDA_ERROR_NOT_INITIALIZED. An allocation first makes the runtime initialise
-                # the driver; whether that is enough, or the servers need --spawn, is the next
-                # GPU run's to say (tools/rpc_probe.sh).
-                tvm.runtime.empty((1,), "float32", dev)
-                dev.sync()
                 info.update(gpu=dev.device_name, compute_capability=dev.compute_version,
                             arch="sm_" + dev.compute_version.replace(".", ""),
                             sm_count=dev.multi_processor_count,
@@ -349,8 +347,9 @@ class Candidate:
 class _Session:
     rpc: object
     server: str
-    started: float
+    started: float  # before it was asked for: the server's clock starts before the connect returns
     tensors: dict = field(default_factory=dict)  # size -> the operands on this server's device
+    measured: int = 0
 
     def age(self) -> float:
         return time.monotonic() - self.started
@@ -379,6 +378,7 @@ class _Operands:
                     self._by_size.popitem(last=False)
                 a, b = harness.random_operands(*size, np.random.default_rng())
                 self._by_size[size] = (a, b, a.astype(np.float64) @ b.astype(np.float64))
+            self._by_size.move_to_end(size)
             return self._by_size[size]
 
 
@@ -393,7 +393,7 @@ class RemoteRunner:
         self.tracker = tracker
         self.device = device
         self.timeout_s = timeout_s
-        self.session_s = 2 * timeout_s
+        self.session_s = SESSION_TIMEOUTS * timeout_s
         self.wait_s = wait_s
         self.served: collections.Counter = collections.Counter()  # server -> candidates it measured
         self.retried = 0  # candidates put back after a lost session
@@ -513,11 +513,19 @@ class RemoteRunner:
                 candidate = self._todo.get(timeout=POLL_S)
             except queue.Empty:
                 continue
-            if client.session is not None and client.session.age() > self.timeout_s:
-                client.session = None  # a session takes new candidates in its first timeout_s only
+            if (client.session is not None and client.session.measured
+                    and client.session.age() > self.session_s - self.timeout_s):
+                # A session takes new candidates until a timeout_s before its end; always one, so
+                # a session whose start (a spawned process: seconds) ate that window is not
+                # renewed over and over.
+                client.session = None
             if client.session is None:
                 try:
-                    session, server = self.tracker.request(session_timeout=self.session_s)
+                    # straight into the client: a local name would hold the session past its
+                    # replacement, and the server, one session at a time, would wait for its
+                    # timeout before taking the next (seen: every renewal cost a session's time)
+                    asked = time.monotonic()
+                    client.session = _Session(*self.tracker.request(session_timeout=self.session_s), asked)
                 except NoFreeServer:
                     self._todo.put(candidate)
                     if self._surplus(client):
@@ -530,7 +538,6 @@ class RemoteRunner:
                 except Exception as exc:  # the server went between the tracker's answer and the connect
                     self._lost(candidate, f"cannot connect: {harness._one_line(exc)}")
                     continue
-                client.session = _Session(session, server, time.monotonic())
             started = time.monotonic()
             client.running = (candidate, started)
             result, keep = self._measure(client.session, candidate, started)
@@ -565,6 +572,7 @@ class RemoteRunner:
             return self._fault(session, candidate, phase, exc, started), False
         with self._lock:
             self.served[session.server] += 1
+        session.measured += 1
         out.update(rel_err=err, median_ms=timing.median_ms, gflops=timing.gflops(M, N, K))
         out["rpc"] = {"server": session.server, "load_s": round(loaded - started, 3),
                       "run_s": round(time.monotonic() - loaded, 3)}
@@ -604,11 +612,13 @@ class RemoteRunner:
         import tvm
 
         if size not in session.tensors:
-            session.tensors.clear()  # jobs come size by size: keep one size on the device
+            # Parallel builds finish out of order: sizes interleave, so several stay on the device.
+            while len(session.tensors) >= OPERAND_SIZES:
+                del session.tensors[next(iter(session.tensors))]
             a, b, ref = self._operands.get(size)
             M, N, _ = size
             session.tensors[size] = (tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev),
-                                     tvm.runtime.tensor(np.zeros((M, N), np.float32), dev),
+                                     tvm.runtime.empty((M, N), "float32", dev),  # the timing's output
                                      tvm.runtime.tensor(np.full((M, N), np.nan, np.float32), dev), ref)
         return session.tensors[size]
 
