@@ -9,10 +9,12 @@ given, and one ``python -m tvm.exec.rpc_server`` per GPU, pinned with CUDA_VISIB
 session opens device 0, which is then that GPU), each on a port of its own (two servers given
 one port range took the same port, and one died), each with the project's NVRTC set-up in its
 environment (schedules/nvrtc.py: the CUDA wheels' headers, subnormals kept, a compute cache
-of its own), since a server compiles any kernel that reaches it as CUDA source. It prints
-how to point a sweep or MetaSchedule at them, then watches them: a server that exits, or
-stays unregistered at the tracker (TVM's server stops serving once a kernel has crashed its
-session), is restarted. Ctrl-C stops everything it started.
+of its own), since a server compiles any kernel that reaches it as CUDA source, and each
+session a fresh Python (TVM's --no-fork; --fork for TVM's default, whose forked sessions could
+not use CUDA on the H100: docs/usage.md). It prints how to point a sweep or MetaSchedule at
+them, then watches them: a server that exits, or stays unregistered at the tracker (TVM's
+server stops serving once a kernel has crashed its session), is restarted. Ctrl-C stops
+everything it started.
 
 On several hosts, run it once per host against one tracker (--tracker). The tracker hands
 clients the address it saw each server connect from: servers that reach the tracker through
