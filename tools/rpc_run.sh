@@ -64,3 +64,13 @@ for round in $(seq "$ROUNDS"); do
   echo "round $round winners: $same" | tee -a logs/rpc-wall.txt
 done
 diff logs/rpc-wall-local-1.best logs/rpc-wall-rpc-1.best | head -n 20
+# Where each sweep's time went: the GPU side (local: check and timing under the GPU lock; over
+# rpc: the server's load, check and timing, uploads and downloads included) and the builds.
+python3 - <<'PY' | tee -a logs/rpc-wall.txt
+import glob, json
+for f in sorted(glob.glob("logs/rpc-wall-*.jsonl")):
+    rows = [json.loads(line) for line in open(f) if line.strip()]
+    gpu = sum(r.get("measure_s", 0) + r.get("rpc", {}).get("load_s", 0) + r.get("rpc", {}).get("run_s", 0)
+              for r in rows)
+    print(f"{f}: {len(rows)} results; GPU side {gpu:.1f} s, builds {sum(r.get('build_s', 0) for r in rows):.1f} s")
+PY

@@ -125,12 +125,18 @@ def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) ->
     step = schedules.get_step(step_number)
     cfg = step.Config.from_dict(cfg_dict)
     out = {"M": M, "N": N, "K": K, "config": cfg_dict}
+    started = time.monotonic()
     try:
         lib = schedules.build(step, M, N, K, arch=arch, config=cfg)
         func = lib["main"]  # loading compiles the CUDA (NVRTC) here, outside the lock
     except Exception as exc:
         return {**out, "error": "build: " + harness._one_line(exc)}
+    built = time.monotonic()
     with _gpu_lock:
+        # Where the time went, as an RPC sweep's log says it (build_s; its servers' load and run):
+        # the build, the wait for the GPU, and the check and timing on it.
+        out.update(build_s=round(built - started, 3), wait_s=round(time.monotonic() - built, 3))
+        locked = time.monotonic()
         try:
             runner = harness.KernelRunner(repeat=repeat)
             err = _check(runner, func, size)
@@ -140,6 +146,7 @@ def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) ->
             out["error"] = "run: " + harness._one_line(exc)
             print(json.dumps(out), file=sys.stderr, flush=True)
             os._exit(3)
+        out["measure_s"] = round(time.monotonic() - locked, 3)
     out.update(rel_err=err, median_ms=timing.median_ms, gflops=timing.gflops(M, N, K))
     if not err <= harness.tolerance(step):
         out["error"] = f"wrong result: relative error {err:.3g}"
