@@ -192,8 +192,6 @@ class Tracker:
     def probe(self, device: str, wait_s: float) -> dict:
         """What the servers are, asked of one of them: its device's name, arch, SM count and
         shared memory per block (CUDA), and how many servers there are."""
-        import tvm
-
         servers = self.wait_for_servers(wait_s)
         try:
             session, server = self.request(session_timeout=TIMEOUT_S, wait_s=wait_s)
