@@ -346,11 +346,27 @@ class _Session:
     rpc: object
     server: str
     started: float  # before it was asked for: the server's clock starts before the connect returns
+    ready: float  # when the connect returned: a spawned session's process is up by then
     tensors: dict = field(default_factory=dict)  # size -> the operands on this server's device
     measured: int = 0
 
+    @classmethod
+    def open(cls, tracker: Tracker, session_s: float) -> _Session:
+        # A function of its own: the caller keeps no name for the RPC session, which must go
+        # with its _Session (a server serves one session at a time; one still held keeps its
+        # server busy until the session's timeout: seen on the H100, every renewal waited so).
+        asked = time.monotonic()
+        session, server = tracker.request(session_timeout=session_s)
+        return cls(session, server, asked, time.monotonic())
+
     def age(self) -> float:
         return time.monotonic() - self.started
+
+    def takes_candidates(self, window_s: float) -> bool:
+        """Whether to start a candidate on it: within its first `window_s`, or, when starting it
+        took longer than that (a spawned process on a slow host), until it has measured one,
+        so that it is not renewed over and over."""
+        return self.age() <= window_s or (not self.measured and self.ready - self.started > window_s)
 
 
 @dataclass
@@ -501,6 +517,10 @@ class RemoteRunner:
 
     def _serve(self, client: _Client) -> None:
         try:
+            try:  # a session before the first candidate: a spawned one starts while the builds run
+                client.session = _Session.open(self.tracker, self.session_s)
+            except Exception:  # noqa: BLE001 - none free, or a fault: the candidates' path asks again and reports
+                pass
             self._serve_until_done(client)
         finally:
             client.session = None  # ends the session: the server takes its next client
@@ -511,19 +531,11 @@ class RemoteRunner:
                 candidate = self._todo.get(timeout=POLL_S)
             except queue.Empty:
                 continue
-            if (client.session is not None and client.session.measured
-                    and client.session.age() > self.session_s - self.timeout_s):
-                # A session takes new candidates until a timeout_s before its end; always one, so
-                # a session whose start (a spawned process: seconds) ate that window is not
-                # renewed over and over.
-                client.session = None
+            if client.session is not None and not client.session.takes_candidates(self.session_s - self.timeout_s):
+                client.session = None  # new candidates until a timeout_s before the session's end
             if client.session is None:
                 try:
-                    # straight into the client: a local name would hold the session past its
-                    # replacement, and the server, one session at a time, would wait for its
-                    # timeout before taking the next (seen: every renewal cost a session's time)
-                    asked = time.monotonic()
-                    client.session = _Session(*self.tracker.request(session_timeout=self.session_s), asked)
+                    client.session = _Session.open(self.tracker, self.session_s)
                 except NoFreeServer:
                     self._todo.put(candidate)
                     if self._surplus(client):
