@@ -12,6 +12,7 @@ sweep takes. Every process is stopped at the end, and every wait is bounded. One
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -213,9 +215,6 @@ def test_a_renewed_session_lets_its_old_one_go_first(launch, tracker, monkeypatc
     one: a server serves one session at a time, so a session still held keeps its server busy
     until its timeout (seen on the H100: every renewal waited a session's time). Checked at
     each request for a session: the thread's earlier sessions are gone."""
-    import gc
-    import weakref
-
     held, asked = [], []
     request = rpc.Tracker.request
 
