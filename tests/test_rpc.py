@@ -99,7 +99,7 @@ def tracker(launch) -> rpc.Tracker:
 
 def run_pool(remote: rpc.Remote, jobs: list[tuple], timeout_s: float = 90, during=None):
     """Run the jobs through a RemotePool in a thread bounded in time; {config's json: result}."""
-    pool = sweep.RemotePool(1, remote)
+    pool = sweep.RemotePool(1, remote, "sm_90")
     results, failure = {}, []
 
     def go():

@@ -17,10 +17,15 @@ export PYTHONUNBUFFERED=1
 # With $OUT set, logs/ is a link into it: what ran comes back even if the call is cut off.
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/logs" && rm -rf logs && ln -s "$OUT/logs" logs; else mkdir -p logs; fi
 pool=""
-finish() { [ -n "$pool" ] && kill -- -"$pool" 2>/dev/null; wait 2>/dev/null; }
+# Only a few files come back from $OUT: on a normal exit the logs go back as one tar.
+finish() {
+  [ -n "$pool" ] && kill -- -"$pool" 2>/dev/null; wait 2>/dev/null
+  if [ -n "${OUT:-}" ]; then tar -C "$OUT" -cf "$OUT/logs.tar" logs && rm -rf "$OUT/logs" logs; fi
+}
 trap finish EXIT
 SHAPES=${SHAPES:-1024x1024x1024,2048x2048x2048,4096x4096x4096,2048x64x2048,128x4096x4096,256x256x16384,1000x1500x700,2047x2047x2047,4096x4096x64,513x257x1025}
 CANDIDATES=${CANDIDATES:-8}
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee logs/nvidia-smi.csv
 if [ "${PROBE:-0}" = 1 ]; then
   timeout 150 python3 tools/fork_probe.py > logs/fork-probe.log 2>&1; echo "fork probe rc=$?"; cat logs/fork-probe.log
 fi
@@ -36,7 +41,7 @@ except Exception as e:
 PY
 if [ "${TESTS:-1}" = 1 ]; then
   t0=$SECONDS
-  timeout 120 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_rpc.py > logs/pytest-gpu-rpc.log 2>&1
+  timeout 150 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_rpc.py tests/test_device_check.py > logs/pytest-gpu-rpc.log 2>&1
   echo "pytest rc=$? $((SECONDS-t0))s"; tail -n 5 logs/pytest-gpu-rpc.log
 fi
 # FORK=1: sessions forked from their server (TVM's default) instead of spawned (the launcher's
@@ -55,22 +60,27 @@ sweep() {  # $1: local or rpc, $2: round
 }
 ROUNDS=${ROUNDS:-2}
 for round in $(seq "$ROUNDS"); do sweep local $round; sweep rpc $round; done
-for f in logs/rpc-wall-*.jsonl; do
-  # the winner's config per shape (its TFLOPS left out: two runs never time alike)
-  python3 -m steps.sweep --step 11 --from-log "$f" | sed -E 's/: [0-9.]+ TFLOPS/:/' | sort > "${f%.jsonl}.best"
-done
+# The same winners, or ties within noise (tools/winners.py); two local rounds give the noise floor.
 for round in $(seq "$ROUNDS"); do
-  if cmp -s "logs/rpc-wall-local-$round.best" "logs/rpc-wall-rpc-$round.best"; then same=same; else same=DIFFERENT; fi
-  echo "round $round winners: $same" | tee -a logs/rpc-wall.txt
+  echo "round $round winners, local against tracker: $(python3 tools/winners.py logs/rpc-wall-local-$round.jsonl logs/rpc-wall-rpc-$round.jsonl | tail -n 1)" | tee -a logs/rpc-wall.txt
+  python3 tools/winners.py logs/rpc-wall-local-$round.jsonl logs/rpc-wall-rpc-$round.jsonl | grep -v " same$" | head -n 12
 done
-diff logs/rpc-wall-local-1.best logs/rpc-wall-rpc-1.best | head -n 20
+if [ "$ROUNDS" -ge 2 ]; then
+  echo "noise floor, local round 1 against local round 2: $(python3 tools/winners.py logs/rpc-wall-local-1.jsonl logs/rpc-wall-local-2.jsonl | tail -n 1)" | tee -a logs/rpc-wall.txt
+fi
 # Where each sweep's time went: the GPU side (local: check and timing under the GPU lock; over
-# rpc: the server's load, check and timing, uploads and downloads included) and the builds.
+# rpc: the server's upload and load, inputs and float64 product, check and timing) and the builds.
 python3 - <<'PY' | tee -a logs/rpc-wall.txt
-import glob, json
+import collections, glob, json
 for f in sorted(glob.glob("logs/rpc-wall-*.jsonl")):
     rows = [json.loads(line) for line in open(f) if line.strip()]
-    gpu = sum(r.get("measure_s", 0) + r.get("rpc", {}).get("load_s", 0) + r.get("rpc", {}).get("run_s", 0)
-              for r in rows)
-    print(f"{f}: {len(rows)} results; GPU side {gpu:.1f} s, builds {sum(r.get('build_s', 0) for r in rows):.1f} s")
+    phases = collections.Counter()
+    for r in rows:
+        phases["measure"] += r.get("measure_s", 0)
+        for k in ("load_s", "operands_s", "check_s", "time_s"):
+            phases[k[:-2]] += r.get("rpc", {}).get(k, 0)
+    gpu = phases["measure"] + phases["load"] + phases["operands"] + phases["check"] + phases["time"]
+    split = ", ".join(f"{k} {v:.1f}" for k, v in phases.items() if v and k != "measure")
+    print(f"{f}: {len(rows)} results, {sum('error' in r for r in rows)} failed; GPU side {gpu:.1f} s"
+          + (f" ({split})" if split else "") + f", builds {sum(r.get('build_s', 0) for r in rows):.1f} s")
 PY

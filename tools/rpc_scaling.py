@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+import winners  # tools/winners.py, beside this file
+
 BARS = {2: 1.8, 4: 3.3}
 
 
@@ -32,23 +34,16 @@ def sweep_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def winners(rows: list[dict]) -> dict:
-    best = {}
-    for r in rows:
-        if "error" in r:
-            continue
-        size = (r["M"], r["N"], r["K"])
-        if size not in best or r["gflops"] > best[size]["gflops"]:
-            best[size] = r
-    return {size: json.dumps(r["config"], sort_keys=True) for size, r in best.items()}
-
-
 def where_time_went(rows: list[dict]) -> dict:
     busy = collections.Counter()
+    phases = collections.Counter()
     for r in rows:
         if "rpc" in r:
             busy[r["rpc"]["server"]] += r["rpc"]["load_s"] + r["rpc"]["run_s"]
+            for phase in ("load_s", "operands_s", "check_s", "time_s"):
+                phases[phase] += r["rpc"].get(phase, 0.0)
     return {"build_s": round(sum(r.get("build_s", 0.0) for r in rows), 1),
+            "server_phases_s": {k: round(v, 1) for k, v in phases.items()},
             "server_busy_s": {k: round(v, 1) for k, v in sorted(busy.items())},
             "slowest_server_s": round(max(busy.values(), default=0.0), 1),
             "candidates": len(rows), "failed": sum("error" in r for r in rows)}
@@ -83,14 +78,16 @@ def run(n: int, gpus: list[str], args, logs: Path) -> dict:
         launch.stop()
     rows = sweep_log(log)
     return {"servers": n, "wall_s": round(wall, 1), "rc": proc.returncode, **where_time_went(rows),
-            "winners": winners(rows)}
+            "rows": rows}
 
 
 def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
     base = runs[0]["wall_s"]
-    same = all(r["winners"] == runs[0]["winners"] for r in runs)
+    # The same winners, or ties within noise (tools/winners.py), against the one-server run.
+    vs_one = {r["servers"]: winners.compare(runs[0]["rows"], r["rows"]) for r in runs[1:]}
+    same = all(row["verdict"] != "DIFFERENT" for rows in vs_one.values() for row in rows)
     lines = [f"The RPC sweep's scaling on {gpu}, {time.strftime('%Y-%m-%d')}: step 11, "
-             f"{len(runs[0]['winners'])} shapes x {args.candidates} candidates, one host, "
+             f"{len({(r['M'], r['N'], r['K']) for r in runs[0]['rows']})} shapes x {args.candidates} candidates, one host, "
              f"servers started by steps.rpc_pool",
              f"{'servers':>7}  {'wall s':>7}  {'speedup':>7}  {'bar':>5}  {'builds s':>8}  {'slowest server s':>16}  "
              f"{'failed':>6}  server busy s"]
@@ -104,11 +101,18 @@ def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
         lines.append(f"{r['servers']:>7}  {r['wall_s']:>7.1f}  {speedup:>6.2f}x  {bar or '':>5}  {r['build_s']:>8.1f}  "
                      f"{r['slowest_server_s']:>16.1f}  {r['failed']:>6}  "
                      + ", ".join(f"{v:.0f}" for v in r["server_busy_s"].values()))
-    lines.append("winners: " + ("the same at every server count" if same else "DIFFERENT between server counts"))
+    for n, rows in vs_one.items():
+        lines.append(f"winners, {n} servers against 1: {winners.summary(rows)}")
+        lines += [f"  {row['shape']}: {row['verdict']}, {n} servers' pick at {row['b_pick_in_a']:.2%} in the "
+                  f"1-server run, its pick at {row['a_pick_in_b']:.2%} in the {n}-server run"
+                  for row in rows if row["verdict"] != "same"]
+    lines.append("server time by phase (s): " + "; ".join(
+        f"{r['servers']}: " + ", ".join(f"{k[:-2]} {v:.0f}" for k, v in r["server_phases_s"].items()) for r in runs))
     lines += verdicts
     doc = {"schema": "rpc-scaling-1", "gpu": gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "candidates_per_shape": args.candidates, "same_winners": same,
-           "runs": [{k: v for k, v in r.items() if k != "winners"} for r in runs]}
+           "winners_against_one_server": {str(n): rows for n, rows in vs_one.items()},
+           "runs": [{k: v for k, v in r.items() if k != "rows"} for r in runs]}
     return "\n".join(lines), doc
 
 

@@ -2,14 +2,20 @@
 # Issue 33 on a lent machine with several GPUs (nvidia-h100-x2 / x4 kinds), from the project root:
 #   GPUS=0,1 [FORK=1] bash tools/scaling_run.sh     # carry [".gpu", ".rpcdeps"] (bash tools/rpcdeps.sh first)
 # The same step-11 sweep through 1, 2 (and 4) servers (tools/rpc_scaling.py --save). logs/ come
-# back in $OUT/logs, results/ in $OUT/scaling-results.tar.
+# back in $OUT/logs.tar (in $OUT/logs if cut off), results/ in $OUT/scaling-results.tar.
 set -uo pipefail
 if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh || exit 1; fi
 if [ -d .rpcdeps ]; then export PYTHONPATH="$PWD/.rpcdeps${PYTHONPATH:+:$PYTHONPATH}"; fi
 export PYTHONUNBUFFERED=1
 # With $OUT set, logs/ is a link into it: what ran comes back even if the call is cut off.
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/logs" && rm -rf logs && ln -s "$OUT/logs" logs; else mkdir -p logs; fi
-finish() { if [ -n "${OUT:-}" ]; then tar -cf "$OUT/scaling-results.tar" results; fi; }
+# Only a few files come back from $OUT: on a normal exit the logs go back as one tar.
+finish() {
+  if [ -n "${OUT:-}" ]; then
+    tar -cf "$OUT/scaling-results.tar" results
+    tar -C "$OUT" -cf "$OUT/logs.tar" logs && rm -rf "$OUT/logs" logs
+  fi
+}
 trap finish EXIT
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv > logs/scaling-nvidia-smi.csv
 cat logs/scaling-nvidia-smi.csv

@@ -247,11 +247,11 @@ class RemotePool:
     (``rpc.RemoteRunner``: a client thread per server, a session per batch), and results come
     back to ``on_result`` in the calling thread, as the Pool's do."""
 
-    def __init__(self, workers: int, remote: rpc.Remote):
+    def __init__(self, workers: int, remote: rpc.Remote, arch: str):
         self.remote = remote
         self.directory = tempfile.mkdtemp(prefix="sweep-rpc-")
         self.builds = Pool(workers, evaluate=rpc.build_job, died=_build_died)
-        self.runner = rpc.RemoteRunner(remote.tracker, remote.device, remote.timeout_s, remote.wait_s)
+        self.runner = rpc.RemoteRunner(remote.tracker, remote.device, remote.timeout_s, remote.wait_s, arch)
 
     def run(self, jobs: list[tuple], on_result) -> None:
         builder = threading.Thread(target=self._build, args=(jobs,), daemon=True, name="sweep-builds")
@@ -289,8 +289,8 @@ class RemotePool:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _pool(workers: int, remote: rpc.Remote | None):
-    return Pool(workers) if remote is None else RemotePool(workers, remote)
+def _pool(workers: int, remote: rpc.Remote | None, arch: str):
+    return Pool(workers) if remote is None else RemotePool(workers, remote, arch)
 
 
 # --- resuming: the candidates a --log already holds --------------------------------------------
@@ -348,7 +348,7 @@ def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log, remo
     """The staged search at each size: {size: best result}. `remote`: measure on a tracker's
     servers; `measured`: results a --log already holds (measured_in_log), not measured again."""
     best = {}
-    pool = _pool(workers, remote)
+    pool = _pool(workers, remote, arch)
     start = time.time()
     try:
         for size in sizes:
@@ -447,7 +447,7 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
         print(f"[{count[0]}/{len(jobs)} {options._size(size)} {time.time() - start:5.0f}s] {note:<28} {cfg_text}",
               file=sys.stderr, flush=True)
 
-    pool = _pool(workers, remote)
+    pool = _pool(workers, remote, arch)
     try:
         pool.run(jobs, on_result)
     finally:

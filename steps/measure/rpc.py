@@ -4,10 +4,18 @@ The serving is TVM's own: a tracker, and one ``tvm.exec.rpc_server`` per GPU reg
 a key (``python -m steps.rpc_pool`` starts them). This is the client. A candidate is built
 and exported as a shared library here (``build_job``, in the caller's build processes, in
 parallel as the local sweep builds); a client thread uploads it to its server, loads it,
-checks it against float64 exactly as the local path does (``harness.verify_on``: inputs in
-[-1, 1), C poisoned with NaN, the same tolerance) and times it with time_evaluator, whose
-loop runs on the server (``harness.evaluator_timing``, the local path's samples). The result
-is the local path's dict: M, N, K, config, then rel_err, median_ms, gflops, or error.
+checks it against float64 as the local path does (inputs in [-1, 1), C poisoned with NaN,
+‖C − ref‖ / ‖ref‖ with NaN or inf failing, the same tolerance) and times it with
+time_evaluator, whose loop runs on the server (``harness.evaluator_timing``, the local path's
+samples). The result is the local path's dict: M, N, K, config, then rel_err, median_ms,
+gflops, or error.
+
+Where the check runs. The local path copies C to the host and compares it with numpy's float64
+product. TVM's RPC moves tensors at only ~50-150 MB/s, and at 4096² C is 64 MiB: that copy cost
+~1.4 s per candidate on the H100 where the local check costs ~0.1 s, and made the tracker 1.2-1.35x
+slower than the local path (results/nvidia-h100-80gb-hbm3/rpc_tries.txt). So the float64
+product and the error's sums run on the server's device (schedules/device_check.py: a library
+built here once and uploaded once per session), and 2·N doubles come back per candidate.
 
 Where the CUDA is compiled. ``tvm.compile`` runs NVRTC where TVM's CUDA runtime is loaded (a
 machine with a driver): the library then holds a cubin and the server only loads it. On a
@@ -19,7 +27,8 @@ Sessions. A server runs one session at a time, and a new session is a new proces
 CUDA context: ~100 ms forked, 5-10 s spawned (the launcher's default: forked sessions failed
 on the H100; a spawned one imports TVM), and then the operands go up again. So each client
 thread opens its session as it starts (while the first candidates build) and holds it for a
-batch of candidates, with the operands of the last OPERAND_SIZES sizes kept on its device. TVM's only timeout is the session's: the server kills
+batch of candidates, with the operands and float64 product of the last OPERAND_SIZES sizes
+kept on its device. TVM's only timeout is the session's: the server kills
 a session older than it. So sessions are asked for with SESSION_TIMEOUTS times the
 per-candidate ``timeout_s`` and take new candidates until one ``timeout_s`` before their end:
 a candidate the server stops has had at least ``timeout_s`` (a hung one holds its server at
@@ -55,7 +64,9 @@ import os
 import platform
 import queue
 import socket
+import shutil
 import struct
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -63,6 +74,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import schedules
+from schedules import device_check
 
 from . import harness
 
@@ -73,7 +85,8 @@ SESSION_TIMEOUTS = 5  # a session lasts this many timeouts: a hung candidate is 
 REQUEST_S = 5.0  # one request for a session waits this long before its thread looks again
 POLL_S = 0.5  # how often the collecting thread looks at the tracker, and idle clients at the queue
 GRACE_S = 30.0  # past its session's end, a candidate whose server says nothing is given up
-OPERAND_SIZES = 4  # sizes whose inputs and float64 reference are kept, shared by the threads
+OPERAND_SIZES = 4  # sizes whose inputs (here) and inputs and float64 product (on a device) are kept
+DEVICE_BYTES = 4 << 30  # ... and at most this many bytes of them on a device, but always the last size
 TARGETS = {  # --rpc-target: how a candidate is built, and the server's device it runs on
     "cuda": ("steps.measure.rpc:build_cuda", "cuda"),
     "llvm": ("steps.measure.rpc:build_cpu", "cpu"),
@@ -347,7 +360,8 @@ class _Session:
     server: str
     started: float  # before it was asked for: the server's clock starts before the connect returns
     ready: float  # when the connect returned: a spawned session's process is up by then
-    tensors: dict = field(default_factory=dict)  # size -> the operands on this server's device
+    tensors: dict = field(default_factory=dict)  # size -> _SizeOnDevice, oldest first
+    checker: object = None  # the check's library (schedules/device_check.py), loaded on the server
     measured: int = 0
 
     @classmethod
@@ -378,8 +392,9 @@ class _Client:
 
 
 class _Operands:
-    """Random inputs and their float64 product per size, made once and shared by the threads
-    (the reference at 4096 costs seconds of host time); the last OPERAND_SIZES sizes are kept."""
+    """Random inputs per size, made once and shared by the threads (at 4096 they take a fraction of
+    a second of host time); the last OPERAND_SIZES sizes are kept. Their float64 product is
+    made on each server's device (_Checks)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -390,10 +405,33 @@ class _Operands:
             if size not in self._by_size:
                 while len(self._by_size) >= OPERAND_SIZES:
                     self._by_size.popitem(last=False)
-                a, b = harness.random_operands(*size, np.random.default_rng())
-                self._by_size[size] = (a, b, a.astype(np.float64) @ b.astype(np.float64))
+                self._by_size[size] = harness.random_operands(*size, np.random.default_rng())
             self._by_size.move_to_end(size)
             return self._by_size[size]
+
+
+@dataclass
+class _SizeOnDevice:
+    """One size's tensors on a server's device: the inputs, an output for the timing, one for
+    the check, their float64 product and the check's per-column sums."""
+
+    a: object
+    b: object
+    timed: object
+    checked: object
+    ref: object
+    error_sums: object
+    ref_sums: object
+    nbytes: int
+
+
+def check_on_device(checker, func, t: _SizeOnDevice) -> float:
+    """The local check (harness.verify_on) where C is: poison C with NaN, run, then
+    ‖C − ref‖ / ‖ref‖ from the 2·N doubles of the column sums (schedules/device_check.py)."""
+    checker["poison"](t.checked)
+    func(t.a, t.b, t.checked)
+    checker["error_sums"](t.checked, t.ref, t.error_sums, t.ref_sums)
+    return device_check.relative_error(t.error_sums.numpy(), t.ref_sums.numpy())
 
 
 class RemoteRunner:
@@ -403,9 +441,13 @@ class RemoteRunner:
     the calling thread, while it watches the tracker."""
 
     def __init__(self, tracker: Tracker, device: str = "cuda", timeout_s: float = TIMEOUT_S,
-                 wait_s: float = WAIT_S):
+                 wait_s: float = WAIT_S, arch: str = "sm_90"):
         self.tracker = tracker
         self.device = device
+        # The check's library, built once here for the servers' device; each session loads it.
+        self._checker_dir = tempfile.mkdtemp(prefix="rpc-check-")
+        self._checker_path = os.path.join(self._checker_dir, f"device_check_{device}.so")
+        device_check.build(device, arch).export_library(self._checker_path)
         self.timeout_s = timeout_s
         self.session_s = SESSION_TIMEOUTS * timeout_s
         self.wait_s = wait_s
@@ -459,6 +501,7 @@ class RemoteRunner:
         for client in list(self._clients):
             if client.thread is not None:
                 client.thread.join(max(0.0, deadline - time.monotonic()))
+        shutil.rmtree(self._checker_dir, ignore_errors=True)
 
     # --- watching the tracker (the collecting thread) ---
 
@@ -571,12 +614,15 @@ class RemoteRunner:
         try:
             session.rpc.upload(candidate.path)
             mod = session.rpc.load_module(name)
+            checker = self._checker(session)
             loaded = time.monotonic()
             phase = "run"
             dev = session.rpc.cuda(0) if self.device == "cuda" else session.rpc.cpu(0)
-            a, b, c, nan, ref = self._tensors(session, dev, candidate.size)
-            err = harness.verify_on(dev, mod["main"], a, b, ref, nan)
-            timing = harness.evaluator_timing(mod, dev, [a, b, c], candidate.repeat)
+            tensors = self._tensors(session, dev, candidate.size)
+            prepared = time.monotonic()
+            err = check_on_device(checker, mod["main"], tensors)
+            checked = time.monotonic()
+            timing = harness.evaluator_timing(mod, dev, [tensors.a, tensors.b, tensors.timed], candidate.repeat)
             session.rpc.remove(name)
         except Exception as exc:
             return self._fault(session, candidate, phase, exc, started), False
@@ -584,8 +630,12 @@ class RemoteRunner:
             self.served[session.server] += 1
         session.measured += 1
         out.update(rel_err=err, median_ms=timing.median_ms, gflops=timing.gflops(M, N, K))
+        done = time.monotonic()
+        # Where the time went on the server: upload and load; the inputs and float64 product
+        # when the size is new to the session; the check; the timing.
         out["rpc"] = {"server": session.server, "load_s": round(loaded - started, 3),
-                      "run_s": round(time.monotonic() - loaded, 3)}
+                      "run_s": round(done - loaded, 3), "operands_s": round(prepared - loaded, 3),
+                      "check_s": round(checked - prepared, 3), "time_s": round(done - checked, 3)}
         if not err <= candidate.tolerance:
             out["error"] = f"wrong result: relative error {err:.3g}"
         return out, True
@@ -616,20 +666,33 @@ class RemoteRunner:
         _remove(candidate.path)
         self._results.put((candidate.job, {**candidate.result, "error": why}))
 
-    def _tensors(self, session: _Session, dev, size):
-        """This session's copies of the size's operands, an output for the timing, a NaN-filled
-        output to poison each check's from, on the server's device; and the reference here."""
+    def _checker(self, session: _Session):
+        if session.checker is None:
+            session.rpc.upload(self._checker_path)
+            session.checker = session.rpc.load_module(os.path.basename(self._checker_path))
+        return session.checker
+
+    def _tensors(self, session: _Session, dev, size) -> _SizeOnDevice:
+        """This session's tensors for the size on the server's device (_SizeOnDevice); the
+        inputs go up once, their float64 product is made there."""
         import tvm
 
         if size not in session.tensors:
             # Parallel builds finish out of order: sizes interleave, so several stay on the device.
-            while len(session.tensors) >= OPERAND_SIZES:
+            M, N, K = size
+            nbytes = 4 * (M * K + K * N + 2 * M * N) + 8 * (M * N + 2 * N)
+            while session.tensors and (len(session.tensors) >= OPERAND_SIZES
+                                       or nbytes + sum(t.nbytes for t in session.tensors.values()) > DEVICE_BYTES):
                 del session.tensors[next(iter(session.tensors))]
-            a, b, ref = self._operands.get(size)
-            M, N, _ = size
-            session.tensors[size] = (tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev),
-                                     tvm.runtime.empty((M, N), "float32", dev),  # the timing's output
-                                     tvm.runtime.tensor(np.full((M, N), np.nan, np.float32), dev), ref)
+            a, b = self._operands.get(size)
+            t = _SizeOnDevice(a=tvm.runtime.tensor(a, dev), b=tvm.runtime.tensor(b, dev),
+                              timed=tvm.runtime.empty((M, N), "float32", dev),
+                              checked=tvm.runtime.empty((M, N), "float32", dev),
+                              ref=tvm.runtime.empty((M, N), "float64", dev),
+                              error_sums=tvm.runtime.empty((N,), "float64", dev),
+                              ref_sums=tvm.runtime.empty((N,), "float64", dev), nbytes=nbytes)
+            self._checker(session)["reference"](t.a, t.b, t.ref)
+            session.tensors[size] = t
         return session.tensors[size]
 
 
