@@ -2,11 +2,15 @@
 
 The local path checks a candidate by copying C to the host and comparing it with numpy's
 float64 product (``harness.verify_on``). Over TVM's RPC that copy crosses a socket, and TVM's
-RPC moves tensors at only ~50-150 MB/s (measured: 1.25 s for 64 MiB each way on localhost, a
-2-core machine; ~1.4 s per candidate more than the local path at 4096x4096x64 on the H100,
-results/nvidia-h100-80gb-hbm3/rpc_tries.txt). At 4096² C is 64 MiB, so the check cost more than
+RPC moves tensors at only 30-50 MB/s (measured: ~35 MB/s uploads on the H100 machine, 50 MB/s
+each way on a 2-core one; ~1.4 s per candidate more than the local path at 4096x4096x64 on the
+H100, results/nvidia-h100-80gb-hbm3/rpc_tries.txt). At 4096² C is 64 MiB, so the check cost more than
 the kernel's timing. Here the same check runs where C already is:
 
+- ``uniform``: fresh random inputs made there, A and B in [-1, 1) as the local path's numpy
+  draws them (24 bits of a hash of the element's index and a seed the client draws per size and
+  session; nothing but the seed crosses the network: the inputs' upload was the next cost, ~35
+  MB/s, 37 s of each server's 96 s for issue 33's sweep of 43 shapes, and every server paid it);
 - ``poison``: C = NaN (a quiet NaN's bits), before each run: an element the kernel never
   writes stays NaN, and fails;
 - ``reference``: R = float64(A) @ float64(B), every product and sum in float64, once per size
@@ -18,7 +22,7 @@ the kernel's timing. Here the same check runs where C already is:
   NaN or ±inf anywhere in C makes sum E NaN or inf, which the client reports as inf: it never
   passes, as the local check's ``isfinite`` makes sure.
 
-Per column, not per row: a thread walks down its column, so a warp reads 32 consecutive floats
+Sizes: M·N, M·K and K·N below 2^31 (int32 indices, as the steps' kernels). Per column, not per row: a thread walks down its column, so a warp reads 32 consecutive floats
 per row (coalesced) and no thread has to combine with another. Sizes are symbolic: one library
 serves every size a sweep has, uploaded once per session.
 
@@ -55,6 +59,29 @@ def reference(a: T.handle, b: T.handle, r: T.handle):
             R[vi, vj] = R[vi, vj] + T.Cast("float64", A[vi, vk]) * T.Cast("float64", B[vk, vj])
 
 
+def _pcg_hash(x):
+    """PCG's output permutation of a 32-bit value (a bijection: distinct elements get distinct
+    values), in int64 masked to 32 bits: no product overflows, so no wrap-around is assumed
+    (TVM's LLVM code treats an overflowing integer product as undefined)."""
+    mask = T.int64(0xFFFFFFFF)
+    state = (x * T.int64(747796405) + T.int64(2891336453)) & mask
+    word = (((state >> ((state >> T.int64(28)) + T.int64(4))) ^ state) * T.int64(277803737)) & mask
+    return (word >> T.int64(22)) ^ word
+
+
+@T.prim_func(s_tir=True)
+def uniform(x: T.handle, seed: T.int64):
+    T.func_attr({"global_symbol": "uniform", "tirx.noalias": True})
+    R, C = T.int32(), T.int32()
+    X = T.match_buffer(x, (R, C), "float32")
+    for i, j in T.grid(R, C):
+        with T.sblock("U"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            # the top 24 bits of a hash of (element, seed), as k / 2^23 - 1: [-1, 1), exact in float32
+            X[vi, vj] = T.Cast("float32", _pcg_hash(T.Cast("int64", vi * C + vj) ^ _pcg_hash(seed & T.int64(0xFFFFFFFF)))
+                               >> T.int64(8)) * T.float32(1.0 / (1 << 23)) - T.float32(1)
+
+
 @T.prim_func(s_tir=True)
 def poison(c: T.handle):
     T.func_attr({"global_symbol": "poison", "tirx.noalias": True})
@@ -86,12 +113,13 @@ def error_sums(c: T.handle, r: T.handle, e: T.handle, q: T.handle):
 
 def _schedule_cuda(mod: tvm.IRModule) -> tvm.IRModule:
     sch = s_tir.Schedule(mod)
-    # poison: one element per thread
-    sch.work_on("poison")
-    i, j = sch.get_loops(sch.get_sblock("P"))
-    bx, tx = sch.split(sch.fuse(i, j), [None, THREADS])
-    sch.bind(bx, "blockIdx.x")
-    sch.bind(tx, "threadIdx.x")
+    # uniform and poison: one element per thread
+    for func, name in (("uniform", "U"), ("poison", "P")):
+        sch.work_on(func)
+        i, j = sch.get_loops(sch.get_sblock(name))
+        bx, tx = sch.split(sch.fuse(i, j), [None, THREADS])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
     # reference: one output per thread, blocks of 8 x 32, k serial (step 1's grid, in float64)
     sch.work_on("reference")
     block = sch.get_sblock("R")
@@ -121,11 +149,11 @@ def _schedule_cuda(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def module() -> tvm.IRModule:
-    return tvm.IRModule({"poison": poison, "reference": reference, "error_sums": error_sums})
+    return tvm.IRModule({"uniform": uniform, "poison": poison, "reference": reference, "error_sums": error_sums})
 
 
 def build(device: str = "cuda", arch: str = "sm_90"):
-    """The checker's three functions compiled for `device` ("cuda" at `arch`, or "cpu")."""
+    """The checker's four functions compiled for `device` ("cuda" at `arch`, or "cpu")."""
     if device == "cuda":
         from . import target  # the registry's arch check, and the project's NVRTC set-up
 

@@ -104,10 +104,42 @@ def test_an_element_never_written_reads_the_poison(cpu_checker):
     assert rpc.check_on_device(cpu_checker, writes(good), t) < 1e-6  # the same tensors, written: passes
 
 
+def pcg_hash(x: np.ndarray) -> np.ndarray:
+    """PCG's output permutation of 32-bit values, in numpy (the kernel's own arithmetic, apart)."""
+    x = x.astype(np.uint64) & 0xFFFFFFFF
+    state = (x * 747796405 + 2891336453) & 0xFFFFFFFF
+    word = (((state >> ((state >> 28) + 4)) ^ state) * 277803737) & 0xFFFFFFFF
+    return (word >> 22) ^ word
+
+
+def uniform_in_numpy(shape, seed: int) -> np.ndarray:
+    index = np.arange(shape[0] * shape[1], dtype=np.uint64).reshape(shape)
+    bits = pcg_hash(index ^ pcg_hash(np.uint64(seed))) >> 8
+    return (bits.astype(np.float64) / 2**23 - 1).astype(np.float32)
+
+
+def test_the_inputs_drawn_on_the_device_are_uniform_and_fresh(cpu_checker):
+    import tvm
+
+    def draw(seed, shape=(300, 700)):
+        x = tvm.runtime.empty(shape, "float32", tvm.cpu(0))
+        cpu_checker["uniform"](x, seed)
+        return x.numpy()
+
+    a, b = draw(12345), draw(12346)
+    np.testing.assert_array_equal(a, uniform_in_numpy(a.shape, 12345))  # the hash, as written
+    assert -1.0 <= a.min() < -0.999 and 0.999 < a.max() < 1.0
+    assert abs(a.mean()) < 0.01 and abs(a.var() - 1 / 3) < 0.01  # uniform on [-1, 1): var 1/3
+    assert len(np.unique(a)) > 0.99 * a.size  # 24 bits for 210000 values: few repeats
+    assert (a != b).mean() > 0.999 and abs(np.corrcoef(a.ravel(), b.ravel())[0, 1]) < 0.02
+    assert abs(np.corrcoef(a[:, :-1].ravel(), a[:, 1:].ravel())[0, 1]) < 0.02  # neighbours too
+    assert (draw(2**32 + 5, (4, 4)) == draw(5, (4, 4))).all()  # a seed is 32 bits
+
+
 def test_the_cuda_build_binds_every_kernel():
     lib = device_check.build("cuda", "sm_90")
     source = schedules.cuda_source(lib)
-    for kernel in ("poison_kernel", "reference_kernel", "error_sums_kernel"):
+    for kernel in ("uniform_kernel", "poison_kernel", "reference_kernel", "error_sums_kernel"):
         assert f"__launch_bounds__({device_check.THREADS}) {kernel}(" in source
     assert "R_local" in source  # the reference's sum stays in a register, stored once
 
@@ -136,3 +168,6 @@ def test_on_the_gpu_it_agrees_with_the_host_check(size):
     assert 0 < err < harness.tolerance(11)
     assert err == pytest.approx(host, rel=1e-9)
     assert rpc.check_on_device(checker, lambda a_, b_, out: None, t) == math.inf
+    x = tvm.runtime.empty((257, 1000), "float32", dev)
+    checker["uniform"](x, 987654321)
+    np.testing.assert_array_equal(x.numpy(), uniform_in_numpy((257, 1000), 987654321))  # CUDA's int64 hash too

@@ -146,6 +146,21 @@ def test_both_servers_measure_and_results_read_as_the_local_paths(tracker):
         assert res["rel_err"] <= harness.TOLERANCE and res["gflops"] > 0 and res["median_ms"] > 0
 
 
+def test_the_probes_session_is_the_first_clients(tracker):
+    """A spawned session costs seconds to start: the one that asked the servers what they are
+    measures too, so two servers cost one session more, not two; the server time is split."""
+    remote = rpc.Remote(tracker, target="llvm", timeout_s=30, wait_s=30)
+    info = remote.connect()
+    assert info["servers"] == 2 and "session" not in info and remote.handover["session"].rpc is not None
+    pool, results = run_pool(remote, jobs_of(configs(6)))
+    assert remote.take_session() is None  # taken by the pool's runner
+    assert pool.runner.opened == 1, pool.runner.opened
+    assert sum(pool.runner.served.values()) == 6 and all("error" not in r for r in results.values())
+    for r in results.values():
+        phases = r["rpc"]
+        assert phases["run_s"] == pytest.approx(phases["operands_s"] + phases["check_s"] + phases["time_s"], abs=0.01)
+
+
 def test_a_forking_server_measures_too():
     """--fork (TVM's default server): each session a fork of its server instead of a fresh Python.
     The launcher spawns by default, since CUDA failed in forked sessions on the H100 (2026-11-25);

@@ -77,8 +77,11 @@ def run(n: int, gpus: list[str], args, logs: Path) -> dict:
     finally:
         launch.stop()
     rows = sweep_log(log)
+    # the sweep's own time line (steps.sweep prints it): its start, first and last result, close
+    timeline = [line.split(": ", 1)[1].strip() for line in (logs / f"rpc-scaling-{n}.err").read_text().splitlines()
+                if line.startswith("time line")]
     return {"servers": n, "wall_s": round(wall, 1), "rc": proc.returncode, **where_time_went(rows),
-            "rows": rows}
+            "timeline": timeline[-1] if timeline else None, "rows": rows}
 
 
 def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
@@ -106,12 +109,16 @@ def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
         lines += [f"  {row['shape']}: {row['verdict']}, {n} servers' pick at {row['b_pick_in_a']:.2%} in the "
                   f"1-server run, its pick at {row['a_pick_in_b']:.2%} in the {n}-server run"
                   for row in rows if row["verdict"] != "same"]
+    lines += [f"time line of the {r['servers']}-server sweep (s from its start after imports): {r['timeline']}"
+              for r in runs if r.get("timeline")]
     lines.append("server time by phase (s): " + "; ".join(
         f"{r['servers']}: " + ", ".join(f"{k[:-2]} {v:.0f}" for k, v in r["server_phases_s"].items()) for r in runs))
     lines += verdicts
     doc = {"schema": "rpc-scaling-1", "gpu": gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "candidates_per_shape": args.candidates, "same_winners": same,
-           "winners_against_one_server": {str(n): rows for n, rows in vs_one.items()},
+           "winners_against_one_server": {str(n): {"summary": winners.summary(rows),
+                                                   "not_the_same": [r for r in rows if r["verdict"] != "same"]}
+                                          for n, rows in vs_one.items()},
            "runs": [{k: v for k, v in r.items() if k != "rows"} for r in runs]}
     return "\n".join(lines), doc
 

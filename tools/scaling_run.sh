@@ -20,6 +20,10 @@ trap finish EXIT
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv > logs/scaling-nvidia-smi.csv
 cat logs/scaling-nvidia-smi.csv
 GPUS=${GPUS:-$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)}
-timeout $(( ${LIMIT_S:-570} )) python3 tools/rpc_scaling.py --gpus "$GPUS" --candidates "${CANDIDATES:-10}" \
+if [ "${TESTS:-1}" = 1 ]; then  # the device check against the host's, on the GPU (~20 s)
+  timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_device_check.py > logs/pytest-gpu-check.log 2>&1
+  echo "pytest rc=$?"; tail -n 3 logs/pytest-gpu-check.log
+fi
+timeout $(( ${LIMIT_S:-480} )) python3 tools/rpc_scaling.py --gpus "$GPUS" --candidates "${CANDIDATES:-10}" \
   ${FORK:+--fork} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
 echo "rpc_scaling rc=$?"; cat logs/rpc-scaling.out; tail -n 8 logs/rpc-scaling.err

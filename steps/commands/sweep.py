@@ -230,7 +230,15 @@ class Pool:
         return sorted(broken)
 
     def close(self):
-        self.pool.shutdown()
+        """Stop the workers: every job has its result by now, so they are ended rather than
+        waited for. (A worker that built CUDA holds a CUDA context, and the sweeps on the H100
+        spent 11-16 s between their last result and their exit; this is the suspect.)"""
+        workers = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for process in workers:
+            process.terminate()
+        for process in workers:
+            process.join(10)
 
 
 def _build_died(job: tuple, why: str) -> dict:
@@ -251,7 +259,8 @@ class RemotePool:
         self.remote = remote
         self.directory = tempfile.mkdtemp(prefix="sweep-rpc-")
         self.builds = Pool(workers, evaluate=rpc.build_job, died=_build_died)
-        self.runner = rpc.RemoteRunner(remote.tracker, remote.device, remote.timeout_s, remote.wait_s, arch)
+        self.runner = rpc.RemoteRunner(remote.tracker, remote.device, remote.timeout_s, remote.wait_s, arch,
+                                       session=remote.take_session())
 
     def run(self, jobs: list[tuple], on_result) -> None:
         builder = threading.Thread(target=self._build, args=(jobs,), daemon=True, name="sweep-builds")
@@ -430,9 +439,12 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
         print(f"{resumed} candidates measured before (--resume)", file=sys.stderr, flush=True)
     print(f"{len(jobs)} candidates over {len(shapes)} shapes", file=sys.stderr, flush=True)
     count, start = [0], time.time()
+    MILESTONES["candidates listed"] = time.monotonic()
 
     def on_result(job, res):
         count[0] += 1
+        MILESTONES.setdefault("first result", time.monotonic())
+        MILESTONES["last result"] = time.monotonic()
         size = job[1]
         if log:
             log.write(json.dumps({"step": step.number, "stage": "shape",
@@ -452,6 +464,14 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
         pool.run(jobs, on_result)
     finally:
         pool.close()
+    MILESTONES["pool closed"] = time.monotonic()
+    # Where the wall time went, beside the per-candidate times in --log: the start (imports, the
+    # servers' probe, the candidates), the first result (build processes and sessions starting),
+    # the stream of results, the close.
+    origin = MILESTONES.get("start", MILESTONES["candidates listed"])
+    print("time line, s from the command's start after its imports: " + ", ".join(f"{k} {v - origin:.1f}"
+                                                      for k, v in MILESTONES.items() if k != "start"),
+          file=sys.stderr, flush=True)
     best = {}
     for size in shapes:
         if not ok[size]:
@@ -584,10 +604,13 @@ MAX_WORKERS = 12
 REPEAT = 10  # samples per candidate: a ranking needs fewer than a reported measurement
 
 
-def default_workers() -> int:
-    """One build process per CPU, at most MAX_WORKERS: each also holds a CUDA context on the
-    one GPU (hundreds of MB), and the timings take turns anyway."""
-    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+def default_workers(remote: bool = False) -> int:
+    """One build process per CPU; at most MAX_WORKERS for the local path, whose processes also
+    hold a CUDA context each on the one GPU (hundreds of MB) and take turns timing anyway. Over
+    RPC they only build (NVRTC, ~2 s a candidate on the H100's host): every CPU, or the builds
+    fall behind two servers (issue 33's first run: 12 processes, 690-1002 s of builds)."""
+    cpus = os.cpu_count() or 1
+    return max(1, cpus if remote else min(MAX_WORKERS, cpus))
 
 
 def parser(prog: str):
@@ -607,8 +630,8 @@ def parser(prog: str):
     p.add_argument("--step", type=int, required=True, help="the step whose config space to search")
     p.add_argument("--top", type=options._positive, default=TOP,
                    help=f"configs carried into each next stage (default: {TOP}; not for step 11)")
-    p.add_argument("--workers", type=options._positive, default=default_workers(),
-                   help=f"build processes (default: the CPU count, at most {MAX_WORKERS}; "
+    p.add_argument("--workers", type=options._positive, default=None,
+                   help=f"build processes (default: the CPU count, at most {MAX_WORKERS} unless --tracker; "
                         f"{default_workers()} here)")
     p.add_argument("--write", action="store_true", help="write schedules/tuned/stepN.json")
     p.add_argument("--dry-run", action="store_true", help="list the valid stage-1 candidates and stop")
@@ -658,15 +681,22 @@ def _server_arch(prog: str, requested: str | None, remote: rpc.Remote, info: dic
     return arch
 
 
+MILESTONES: dict = {}  # name -> time.monotonic(), for the time line a sweep by shape prints
+
+
 @quiet_broken_pipe
 def main(argv=None) -> int:
     prog = "python -m steps.sweep"
+    MILESTONES.clear()
+    MILESTONES["start"] = time.monotonic()  # after the imports (~3 s on the H100's host)
     try:
         args = parser(prog).parse_args(argv)
         step = schedules.get_step(args.step)
         if step.number < 4:
             raise options.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
         remote = _remote(args)
+        if args.workers is None:
+            args.workers = default_workers(remote is not None)
         if args.resume and args.log is None:
             raise options.UsageError("--resume reads the candidates measured before from --log: give --log")
         if args.resume and (args.dry_run or args.from_log is not None):
@@ -714,6 +744,7 @@ def main(argv=None) -> int:
             return 0
         if remote is not None:
             info = remote.connect()  # bounded: an unreachable tracker or no server is one line
+            MILESTONES["servers asked"] = time.monotonic()
             print(f"{info['servers']} servers under key {remote.tracker.key!r} at {remote.tracker}"
                   + (f": {info['gpu']} ({info['arch']})" if "gpu" in info else f" ({remote.target} builds)"),
                   file=sys.stderr, flush=True)

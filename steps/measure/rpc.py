@@ -11,11 +11,14 @@ samples). The result is the local path's dict: M, N, K, config, then rel_err, me
 gflops, or error.
 
 Where the check runs. The local path copies C to the host and compares it with numpy's float64
-product. TVM's RPC moves tensors at only ~50-150 MB/s, and at 4096² C is 64 MiB: that copy cost
+product. TVM's RPC moves tensors at only 30-50 MB/s, and at 4096² C is 64 MiB: that copy cost
 ~1.4 s per candidate on the H100 where the local check costs ~0.1 s, and made the tracker 1.2-1.35x
 slower than the local path (results/nvidia-h100-80gb-hbm3/rpc_tries.txt). So the float64
 product and the error's sums run on the server's device (schedules/device_check.py: a library
-built here once and uploaded once per session), and 2·N doubles come back per candidate.
+built here once and uploaded once per session), and 2·N doubles come back per candidate. The
+random inputs are drawn there too, from a seed drawn here per size and session: uploading them
+cost each server 37 s of its 96 s in issue 33's first scaling run (rpc_scaling.txt), and every
+server paid it again.
 
 Where the CUDA is compiled. ``tvm.compile`` runs NVRTC where TVM's CUDA runtime is loaded (a
 machine with a driver): the library then holds a cubin and the server only loads it. On a
@@ -85,8 +88,8 @@ SESSION_TIMEOUTS = 5  # a session lasts this many timeouts: a hung candidate is 
 REQUEST_S = 5.0  # one request for a session waits this long before its thread looks again
 POLL_S = 0.5  # how often the collecting thread looks at the tracker, and idle clients at the queue
 GRACE_S = 30.0  # past its session's end, a candidate whose server says nothing is given up
-OPERAND_SIZES = 4  # sizes whose inputs (here) and inputs and float64 product (on a device) are kept
-DEVICE_BYTES = 4 << 30  # ... and at most this many bytes of them on a device, but always the last size
+OPERAND_SIZES = 4  # sizes whose inputs and float64 product a session keeps on its device
+DEVICE_BYTES = 4 << 30  # ... and at most this many bytes of them, but always the last size
 TARGETS = {  # --rpc-target: how a candidate is built, and the server's device it runs on
     "cuda": ("steps.measure.rpc:build_cuda", "cuda"),
     "llvm": ("steps.measure.rpc:build_cpu", "cpu"),
@@ -202,12 +205,15 @@ class Tracker:
             raise NoFreeServer(f"no server under key {self.key!r} at {self} was free for {wait_s:g} s") from None
         return rpc.connect(url, port, match_key, session_timeout), f"{url}:{port}"
 
-    def probe(self, device: str, wait_s: float) -> dict:
+    def probe(self, device: str, wait_s: float, keep_s: float | None = None) -> dict:
         """What the servers are, asked of one of them: its device's name, arch, SM count and
-        shared memory per block (CUDA), and how many servers there are."""
+        shared memory per block (CUDA), and how many servers there are. With `keep_s`, the
+        session asked is kept for the sweep's first client (info["session"], a _Session lasting
+        keep_s): a spawned session costs 5-10 s to start, once is enough."""
         servers = self.wait_for_servers(wait_s)
+        asked = time.monotonic()
         try:
-            session, server = self.request(session_timeout=TIMEOUT_S, wait_s=wait_s)
+            session, server = self.request(session_timeout=keep_s or TIMEOUT_S, wait_s=wait_s)
         except NoFreeServer:
             raise TrackerError(f"every server under key {self.key!r} at {self} stayed busy for {wait_s:g} s") from None
         except TrackerError:
@@ -230,8 +236,9 @@ class Tracker:
         except Exception as exc:
             raise TrackerError(f"the server {server} under key {self.key!r} failed a device query: "
                                f"{harness._one_line(exc)}") from None
-        finally:
-            del session
+        if keep_s is not None:
+            info["session"] = _Session(session, server, asked, time.monotonic())
+        del session  # otherwise ended here: no name may outlive the session's use
         return info
 
 
@@ -247,6 +254,8 @@ class Remote:
     timeout_s: float = TIMEOUT_S
     wait_s: float = WAIT_S
     builder: str | None = None
+    # connect's session, until the sweep's RemoteRunner takes it for its first client
+    handover: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def device(self) -> str:
@@ -257,8 +266,15 @@ class Remote:
         return self.builder or TARGETS[self.target][0]
 
     def connect(self) -> dict:
-        """Wait (bounded) for a server under the key and ask it what it is (Tracker.probe)."""
-        return self.tracker.probe(self.device, self.wait_s)
+        """Wait (bounded) for a server under the key and ask it what it is (Tracker.probe); the
+        session that asked is kept in `handover` for the sweep's first client thread."""
+        info = self.tracker.probe(self.device, self.wait_s, keep_s=SESSION_TIMEOUTS * self.timeout_s)
+        self.handover["session"] = info.pop("session")
+        return info
+
+    def take_session(self):
+        """connect's session, once (None after that, or before connect)."""
+        return self.handover.pop("session", None)
 
 
 def environment(remote: Remote, info: dict) -> dict:
@@ -391,25 +407,6 @@ class _Client:
     abandoned: bool = False  # its server stopped answering: whatever it returns is dropped
 
 
-class _Operands:
-    """Random inputs per size, made once and shared by the threads (at 4096 they take a fraction of
-    a second of host time); the last OPERAND_SIZES sizes are kept. Their float64 product is
-    made on each server's device (_Checks)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._by_size: collections.OrderedDict = collections.OrderedDict()
-
-    def get(self, size):
-        with self._lock:
-            if size not in self._by_size:
-                while len(self._by_size) >= OPERAND_SIZES:
-                    self._by_size.popitem(last=False)
-                self._by_size[size] = harness.random_operands(*size, np.random.default_rng())
-            self._by_size.move_to_end(size)
-            return self._by_size[size]
-
-
 @dataclass
 class _SizeOnDevice:
     """One size's tensors on a server's device: the inputs, an output for the timing, one for
@@ -441,8 +438,10 @@ class RemoteRunner:
     the calling thread, while it watches the tracker."""
 
     def __init__(self, tracker: Tracker, device: str = "cuda", timeout_s: float = TIMEOUT_S,
-                 wait_s: float = WAIT_S, arch: str = "sm_90"):
+                 wait_s: float = WAIT_S, arch: str = "sm_90", session: _Session | None = None):
         self.tracker = tracker
+        self._handover = session  # an open session (Remote.connect's) for the first client thread
+        self.opened = 0  # sessions this runner asked for
         self.device = device
         # The check's library, built once here for the servers' device; each session loads it.
         self._checker_dir = tempfile.mkdtemp(prefix="rpc-check-")
@@ -458,7 +457,7 @@ class RemoteRunner:
         self._clients: list[_Client] = []
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._operands = _Operands()
+        self._seeds = np.random.default_rng()  # each size's inputs, on each server: fresh
         self._last_server = time.monotonic()
         self._watched = 0.0
         self._no_server: str | None = None  # why the waiting candidates fail, while no server is there
@@ -497,6 +496,7 @@ class RemoteRunner:
         """Stop the client threads (each ends its session); a thread still waiting on a
         server that stopped answering is left to die with the process (daemon)."""
         self._closing.set()
+        self._handover = None  # a session no client took ends here
         deadline = time.monotonic() + 2 * POLL_S + 1.0
         for client in list(self._clients):
             if client.thread is not None:
@@ -560,10 +560,13 @@ class RemoteRunner:
 
     def _serve(self, client: _Client) -> None:
         try:
-            try:  # a session before the first candidate: a spawned one starts while the builds run
-                client.session = _Session.open(self.tracker, self.session_s)
-            except Exception:  # noqa: BLE001 - none free, or a fault: the candidates' path asks again and reports
-                pass
+            with self._lock:
+                client.session, self._handover = self._handover, None
+            if client.session is None:
+                try:  # a session before the first candidate: a spawned one starts while the builds run
+                    client.session = self._open()
+                except Exception:  # noqa: BLE001 - none free, or a fault: the candidates' path asks again and reports
+                    pass
             self._serve_until_done(client)
         finally:
             client.session = None  # ends the session: the server takes its next client
@@ -578,7 +581,7 @@ class RemoteRunner:
                 client.session = None  # new candidates until a timeout_s before the session's end
             if client.session is None:
                 try:
-                    client.session = _Session.open(self.tracker, self.session_s)
+                    client.session = self._open()
                 except NoFreeServer:
                     self._todo.put(candidate)
                     if self._surplus(client):
@@ -603,6 +606,11 @@ class RemoteRunner:
             if result is not None:
                 _remove(candidate.path)
                 self._results.put((candidate.job, result))
+
+    def _open(self) -> _Session:
+        with self._lock:
+            self.opened += 1
+        return _Session.open(self.tracker, self.session_s)
 
     def _measure(self, session: _Session, candidate: Candidate, started: float) -> tuple[dict | None, bool]:
         """(the candidate's result, whether the session is still good); None for a candidate
@@ -673,8 +681,8 @@ class RemoteRunner:
         return session.checker
 
     def _tensors(self, session: _Session, dev, size) -> _SizeOnDevice:
-        """This session's tensors for the size on the server's device (_SizeOnDevice); the
-        inputs go up once, their float64 product is made there."""
+        """This session's tensors for the size on the server's device (_SizeOnDevice): the
+        inputs drawn there, and their float64 product made there."""
         import tvm
 
         if size not in session.tensors:
@@ -684,14 +692,18 @@ class RemoteRunner:
             while session.tensors and (len(session.tensors) >= OPERAND_SIZES
                                        or nbytes + sum(t.nbytes for t in session.tensors.values()) > DEVICE_BYTES):
                 del session.tensors[next(iter(session.tensors))]
-            a, b = self._operands.get(size)
-            t = _SizeOnDevice(a=tvm.runtime.tensor(a, dev), b=tvm.runtime.tensor(b, dev),
+            with self._lock:
+                seeds = [int(s) for s in self._seeds.integers(2**32, size=2)]
+            t = _SizeOnDevice(a=tvm.runtime.empty((M, K), "float32", dev), b=tvm.runtime.empty((K, N), "float32", dev),
                               timed=tvm.runtime.empty((M, N), "float32", dev),
                               checked=tvm.runtime.empty((M, N), "float32", dev),
                               ref=tvm.runtime.empty((M, N), "float64", dev),
                               error_sums=tvm.runtime.empty((N,), "float64", dev),
                               ref_sums=tvm.runtime.empty((N,), "float64", dev), nbytes=nbytes)
-            self._checker(session)["reference"](t.a, t.b, t.ref)
+            checker = self._checker(session)
+            checker["uniform"](t.a, seeds[0])
+            checker["uniform"](t.b, seeds[1])
+            checker["reference"](t.a, t.b, t.ref)
             session.tensors[size] = t
         return session.tensors[size]
 
