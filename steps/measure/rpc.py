@@ -28,10 +28,11 @@ with the project's NVRTC set-up, which the launcher gives every server (schedule
 
 Sessions. A server runs one session at a time, and a new session is a new process with a new
 CUDA context: ~100 ms forked, 5-10 s spawned (the launcher's default: forked sessions failed
-on the H100; a spawned one imports TVM), and then the operands go up again. So each client
-thread opens its session as it starts (while the first candidates build) and holds it for a
-batch of candidates, with the operands and float64 product of the last OPERAND_SIZES sizes
-kept on its device. TVM's only timeout is the session's: the server kills
+on the H100; a spawned one imports TVM), and then the inputs and their float64 product are
+made again. So the session that asked the servers what they are (Tracker.probe) measures too,
+each other client thread opens its session as it starts (while the first candidates build),
+and each holds its session for a batch of candidates, with the inputs and float64 product of
+the last OPERAND_SIZES sizes kept on its device. TVM's only timeout is the session's: the server kills
 a session older than it. So sessions are asked for with SESSION_TIMEOUTS times the
 per-candidate ``timeout_s`` and take new candidates until one ``timeout_s`` before their end:
 a candidate the server stops has had at least ``timeout_s`` (a hung one holds its server at
