@@ -22,9 +22,10 @@ the kernel's timing. Here the same check runs where C already is:
   NaN or ±inf anywhere in C makes sum E NaN or inf, which the client reports as inf: it never
   passes, as the local check's ``isfinite`` makes sure.
 
-Sizes: M·N, M·K and K·N below 2^31 (int32 indices, as the steps' kernels). Per column, not per row: a thread walks down its column, so a warp reads 32 consecutive floats
-per row (coalesced) and no thread has to combine with another. Sizes are symbolic: one library
-serves every size a sweep has, uploaded once per session.
+The sums go per column, not per row: a thread walks down its column, so a warp reads 32
+consecutive floats per row (coalesced) and no thread has to combine with another. Sizes are
+symbolic: one library serves every size a sweep has, uploaded once per session; M·N, M·K and
+K·N must be below 2^31 (int32 indices, as in the steps' kernels).
 
 Pure IR like the steps: nothing here touches a device. ``build`` compiles for CUDA (scheduled:
 threads bound) or for the CPU (llvm, unscheduled), which the tests of the RPC path use.
@@ -40,7 +41,7 @@ from tvm import s_tir
 from tvm.script import tirx as T
 from tvm.target import Target
 
-THREADS = 256  # per block, for both kernels: 8 rows x 32 columns for the reference, 256 columns for the sums
+THREADS = 256  # per block, every kernel: 8 rows x 32 columns for the reference, 256 columns for the sums
 REFERENCE_ROWS = 8  # the reference's block is 8 x 32 outputs: a warp along j reads B coalesced
 
 
