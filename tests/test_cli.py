@@ -88,13 +88,16 @@ def test_help_states_the_real_defaults(prog, make):
         assert make().parse_args(["--step", "7"]).repeat == sweep.REPEAT == 10
 
 
-@pytest.mark.parametrize("cpus, workers", [(2, 2), (1, 1), (None, 1), (16, 12), (128, 12)])
-def test_sweep_workers_default_to_the_cpu_count(monkeypatch, cpus, workers):
+@pytest.mark.parametrize("cpus, local, remote", [(2, 2, 2), (1, 1, 1), (None, 1, 1), (16, 12, 16), (128, 12, 128)])
+def test_sweep_workers_default_to_the_cpu_count(monkeypatch, cpus, local, remote):
+    """One build process per CPU; the local path's, which also time on the one GPU, at most 12."""
     monkeypatch.setattr(sweep.os, "cpu_count", lambda: cpus)
+    assert sweep.default_workers() == local and sweep.default_workers(remote=True) == remote
     p = sweep.parser("p")
-    assert p.parse_args(["--step", "7"]).workers == workers
+    assert p.parse_args(["--step", "7"]).workers is None  # main resolves it, knowing --tracker
+    assert p.parse_args(["--step", "7", "--workers", "3"]).workers == 3
     action = next(a for a in p._actions if "--workers" in a.option_strings)
-    assert "the CPU count" in action.help and f"{workers} here" in action.help
+    assert "the CPU count" in action.help and f"{local} here" in action.help and "--tracker" in action.help
 
 
 def test_repeated_sizes_accumulate(monkeypatch, capsys):
