@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Issue 32's measurement on a GPU machine, from the project root (one 10-minute call):
 #   1. where the CUDA is compiled: a cubin in the build (the build processes run NVRTC) or not
-#   2. the tracker's GPU test: the same winner as the local sweep (tests/test_rpc.py -m gpu)
+#   2. the GPU tests: the tracker's winner is the local sweep's (tests/test_rpc.py -m gpu), the
+#      check on the device is the host's (tests/test_device_check.py -m gpu)
 #   3. wall time, the same step-11 candidates (SHAPES x CANDIDATES), alternating local, tracker,
 #      local, tracker: the tracker with one server must be at most 1.10x the local path, with the
-#      same winners (python -m steps.sweep --from-log on each log)
+#      same winners or ties within noise (tools/winners.py on each pair of logs)
 #   0. (PROBE=1) tools/fork_probe.py: why forked sessions fail, what spawned ones do
 #   SHAPES=... CANDIDATES=8 TESTS=0 PROBE=1 FORK=1 ROUNDS=2 SWEEP_S=105 bash tools/rpc_run.sh
-# Logs go to logs/ (with $OUT set, a link to $OUT/logs). ROUNDS=2 SWEEP_S=105 are the defaults.
+# Logs go to logs/ (with $OUT set, a link to $OUT/logs, tarred into $OUT/logs.tar on exit: only a
+# few files come back from a device call). ROUNDS=2 SWEEP_S=105 are the defaults.
 set -uo pipefail
 if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh || exit 1; fi
 # The lent machine has no network and no tornado (TVM's tracker needs it): carry a copy unpacked

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Issue 33 on a lent machine with several GPUs (nvidia-h100-x2 / x4 kinds), from the project root:
-#   GPUS=0,1 [FORK=1] bash tools/scaling_run.sh     # carry [".gpu", ".rpcdeps"] (bash tools/rpcdeps.sh first)
+#   GPUS=0,1 [CANDIDATES=10] [LIMIT_S=480] [TESTS=0] [FORK=1] bash tools/scaling_run.sh
+#   (carry [".gpu", ".rpcdeps"]; bash tools/rpcdeps.sh first). TESTS=1, the default, first runs
+#   tests/test_device_check.py -m gpu (~15 s). One server runs ~0.15 s of GPU per step-11 candidate.
 # The same step-11 sweep through 1, 2 (and 4) servers (tools/rpc_scaling.py --save). logs/ come
 # back in $OUT/logs.tar (in $OUT/logs if cut off), results/ in $OUT/scaling-results.tar.
 set -uo pipefail
