@@ -21,15 +21,9 @@ SIZES = [(33, 17, 65), (128, 96, 256), (1, 300, 7)]
 
 
 def on_device(lib, dev, a: np.ndarray, b: np.ndarray) -> rpc._SizeOnDevice:
-    import tvm
-
-    M, N = a.shape[0], b.shape[1]
-    t = rpc._SizeOnDevice(a=tvm.runtime.tensor(a, dev), b=tvm.runtime.tensor(b, dev),
-                          timed=tvm.runtime.empty((M, N), "float32", dev),
-                          checked=tvm.runtime.empty((M, N), "float32", dev),
-                          ref=tvm.runtime.empty((M, N), "float64", dev),
-                          error_sums=tvm.runtime.empty((N,), "float64", dev),
-                          ref_sums=tvm.runtime.empty((N,), "float64", dev), nbytes=0)
+    t = rpc._SizeOnDevice.empty(dev, (a.shape[0], b.shape[1], a.shape[1]))
+    t.a.copyfrom(a)
+    t.b.copyfrom(b)
     lib["reference"](t.a, t.b, t.ref)
     return t
 

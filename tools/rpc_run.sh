@@ -64,8 +64,9 @@ ROUNDS=${ROUNDS:-2}
 for round in $(seq "$ROUNDS"); do sweep local $round; sweep rpc $round; done
 # The same winners, or ties within noise (tools/winners.py); two local rounds give the noise floor.
 for round in $(seq "$ROUNDS"); do
-  echo "round $round winners, local against tracker: $(python3 tools/winners.py logs/rpc-wall-local-$round.jsonl logs/rpc-wall-rpc-$round.jsonl | tail -n 1)" | tee -a logs/rpc-wall.txt
-  python3 tools/winners.py logs/rpc-wall-local-$round.jsonl logs/rpc-wall-rpc-$round.jsonl | grep -v " same$" | head -n 12
+  python3 tools/winners.py logs/rpc-wall-local-$round.jsonl logs/rpc-wall-rpc-$round.jsonl > logs/winners-$round.txt
+  echo "round $round winners, local against tracker: $(tail -n 1 logs/winners-$round.txt)" | tee -a logs/rpc-wall.txt
+  grep -v " same$" logs/winners-$round.txt | head -n 12
 done
 if [ "$ROUNDS" -ge 2 ]; then
   echo "noise floor, local round 1 against local round 2: $(python3 tools/winners.py logs/rpc-wall-local-1.jsonl logs/rpc-wall-local-2.jsonl | tail -n 1)" | tee -a logs/rpc-wall.txt

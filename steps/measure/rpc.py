@@ -422,6 +422,25 @@ class _SizeOnDevice:
     ref_sums: object
     nbytes: int
 
+    @staticmethod
+    def bytes_for(size) -> int:
+        M, N, K = size
+        return 4 * (M * K + K * N + 2 * M * N) + 8 * (M * N + 2 * N)
+
+    @classmethod
+    def empty(cls, dev, size) -> _SizeOnDevice:
+        """Every tensor allocated on `dev`, none filled."""
+        import tvm
+
+        M, N, K = size
+        return cls(a=tvm.runtime.empty((M, K), "float32", dev), b=tvm.runtime.empty((K, N), "float32", dev),
+                   timed=tvm.runtime.empty((M, N), "float32", dev),
+                   checked=tvm.runtime.empty((M, N), "float32", dev),
+                   ref=tvm.runtime.empty((M, N), "float64", dev),
+                   error_sums=tvm.runtime.empty((N,), "float64", dev),
+                   ref_sums=tvm.runtime.empty((N,), "float64", dev),
+                   nbytes=cls.bytes_for(size))
+
 
 def check_on_device(checker, func, t: _SizeOnDevice) -> float:
     """The local check (harness.verify_on) where C is: poison C with NaN, run, then
@@ -684,23 +703,15 @@ class RemoteRunner:
     def _tensors(self, session: _Session, dev, size) -> _SizeOnDevice:
         """This session's tensors for the size on the server's device (_SizeOnDevice): the
         inputs drawn there, and their float64 product made there."""
-        import tvm
-
         if size not in session.tensors:
             # Parallel builds finish out of order: sizes interleave, so several stay on the device.
-            M, N, K = size
-            nbytes = 4 * (M * K + K * N + 2 * M * N) + 8 * (M * N + 2 * N)
+            nbytes = _SizeOnDevice.bytes_for(size)
             while session.tensors and (len(session.tensors) >= OPERAND_SIZES
                                        or nbytes + sum(t.nbytes for t in session.tensors.values()) > DEVICE_BYTES):
                 del session.tensors[next(iter(session.tensors))]
+            t = _SizeOnDevice.empty(dev, size)
             with self._lock:
                 seeds = [int(s) for s in self._seeds.integers(2**32, size=2)]
-            t = _SizeOnDevice(a=tvm.runtime.empty((M, K), "float32", dev), b=tvm.runtime.empty((K, N), "float32", dev),
-                              timed=tvm.runtime.empty((M, N), "float32", dev),
-                              checked=tvm.runtime.empty((M, N), "float32", dev),
-                              ref=tvm.runtime.empty((M, N), "float64", dev),
-                              error_sums=tvm.runtime.empty((N,), "float64", dev),
-                              ref_sums=tvm.runtime.empty((N,), "float64", dev), nbytes=nbytes)
             checker = self._checker(session)
             checker["uniform"](t.a, seeds[0])
             checker["uniform"](t.b, seeds[1])
