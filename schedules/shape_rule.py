@@ -35,8 +35,8 @@ checks it (``python -m steps.sweep --step 11 --shapes ...``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from dataclasses import dataclass
 
 from .config import MAX_SHARED_BYTES, ConfigError, SplitKConfig, check_sizes
 from .padding import effective_config, staged_operands
@@ -293,8 +293,15 @@ def vector_matrix_candidates(M: int, N: int, K: int, arch: str = "sm_90") -> lis
 def ranked(M: int, N: int, K: int, sm_count: int = SM_COUNT, arch: str = "sm_90") -> list[SplitKConfig]:
     """The valid candidates, best predicted first. Where the memory floor ties them (tiny or
     M = 1 shapes), the least compute time wins; remaining ties keep menu order (a stable sort)."""
-    return sorted(candidates(M, N, K, arch),
-                  key=lambda c: (predicted_seconds(c, M, N, K, sm_count), compute_seconds(c, M, N, K, sm_count)))
+    return list(_ranked(M, N, K, sm_count, arch))
+
+
+@functools.lru_cache(maxsize=256)
+def _ranked(M: int, N: int, K: int, sm_count: int, arch: str) -> tuple[SplitKConfig, ...]:
+    # Cached: a sweep asks twice per shape (its neighbourhood, the rule's pick), and validating
+    # the ~1300 menu configs of a shape takes ~40 ms: 43 shapes cost the sweep's start ~2 s.
+    return tuple(sorted(candidates(M, N, K, arch),
+                        key=lambda c: (predicted_seconds(c, M, N, K, sm_count), compute_seconds(c, M, N, K, sm_count))))
 
 
 def rule_config(M: int, N: int, K: int, sm_count: int = SM_COUNT, arch: str = "sm_90") -> SplitKConfig:

@@ -141,8 +141,8 @@ def load_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg, load_a: str, lo
     sch.transform_layout(b_frag, ("write", 0), lambda k, n: (k // ti.TILE_K, n // ti.TILE_N,
                                                              ti.b_fragment(k % ti.TILE_K, n % ti.TILE_N)[1]),
                          assume_injective_transform=True)
-    sch.tensorize(a_tile, load_a)
-    sch.tensorize(b_tile, load_b)
+    ti.tensorize(sch, a_tile, load_a)
+    ti.tensorize(sch, b_tile, load_b)
     tiles.fragments = [a_frag, b_frag]
     return tiles
 
@@ -175,7 +175,7 @@ def split_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> TensorTiles
         sch.unroll(c_out)
         sch.transform_layout(split, ("write", 0), _split_fragment_layout(operand, rows, cols),
                              assume_injective_transform=True)
-        sch.tensorize(r_in, load)
+        ti.tensorize(sch, r_in, load)
         tiles.fragments.append(split)
     return tiles
 
@@ -240,7 +240,7 @@ def _zero_tiles(sch: s_tir.Schedule, block: s_tir.SBlockRV, loop: s_tir.LoopRV) 
     init = sch.decompose_reduction(block, loop)
     for tile_loop in sch.get_loops(init)[-2:]:
         sch.unroll(tile_loop)
-    sch.tensorize(sch.get_loops(sch.get_child_blocks(init)[0])[-2], ti.FILL)
+    ti.tensorize(sch, sch.get_loops(sch.get_child_blocks(init)[0])[-2], ti.FILL)
     return init
 
 
@@ -254,8 +254,8 @@ def _tensorize_promote(sch: s_tir.Schedule, tiles: TensorTiles) -> None:
     add_tile = _split_2d(sch, tiles.promote, ti.TILE_M, ti.TILE_N)
     # Zero C once, before the slices (the copied loops keep the tiles' unrolling).
     init = sch.decompose_reduction(tiles.promote, tiles.k_outer)
-    sch.tensorize(sch.get_loops(init)[-2], ti.FILL)
-    sch.tensorize(add_tile, ti.FRAG_ADD)
+    ti.tensorize(sch, sch.get_loops(init)[-2], ti.FILL)
+    ti.tensorize(sch, add_tile, ti.FRAG_ADD)
     tiles.init = init
 
 
@@ -266,8 +266,8 @@ def tensorize_tiles(sch: s_tir.Schedule, tiles: TensorTiles, cfg, mma: str) -> T
         _tensorize_promote(sch, tiles)
     else:
         tiles.init = _zero_tiles(sch, tiles.outer, tiles.k_outer)
-    sch.tensorize(sch.get_loops(tiles.block)[-3], mma)
-    sch.tensorize(sch.get_loops(tiles.output_fragment)[-2], ti.STORE[cfg.shared_scope])
+    ti.tensorize(sch, sch.get_loops(tiles.block)[-3], mma)
+    ti.tensorize(sch, sch.get_loops(tiles.output_fragment)[-2], ti.STORE[cfg.shared_scope])
     sch.unroll(tiles.tile_i)
     sch.unroll(tiles.tile_j)
     tiles.block = tiles.outer  # the 16 x 16 x 8 block is now the intrinsic's; padding sees the tile

@@ -1,4 +1,4 @@
-"""TF32 tensor-core intrinsics for ``tensorize``: the project's own, registered once at import.
+"""TF32 tensor-core intrinsics for ``tensorize``: the project's own, registered at first use.
 
 TVM 0.27 ships ``mma.sync`` intrinsics for fp16, int8 and fp8 only; its codegen accepts
 ``T.ptx_legacy.mma(..., "tf32", "tf32", "fp32", ...)``, so the TF32 pairs are written here.
@@ -29,14 +29,19 @@ done once per fragment, at the shared -> register load, into a fragment of 8 reg
 lane (0-3 big, 4-7 small). Its mma issues small*big + big*small + big*big. With per-slice
 promotion (step 14's promote 2) the mma accumulates in place and ``FRAG_ADD`` folds the slice's
 accumulator into C's, register by register.
+Registered when a schedule first tensorizes with one (``tensorize`` below), not at import:
+building the 19 PrimFuncs from TVMScript takes ~4.3 s, which was most of ``import schedules``
+(~5.5 s on a 2-core CPU box, ~10 s on the H100's host) and was paid by every process that builds
+any step: a sweep's 32 build processes, each on its own, before the first candidate.
 Pure IR: no GPU, no I/O.
 """
 
 from __future__ import annotations
 
+import threading
+
 from tvm.s_tir import TensorIntrin
 from tvm.script import tirx as T
-from tvm.tirx import IntImm
 
 WARP = 32
 # One tensorized tile: m x n x k.
@@ -350,6 +355,25 @@ FRAG_ADD = _name("add_16x16_f32")
 STORE = {s: _name("store_16x16_f32", s) for s in SCOPES}
 
 
+_registering = threading.Lock()
+_registered = False
+
+
+def tensorize(sch, block_or_loop, name: str) -> None:
+    """``sch.tensorize`` with one of these intrinsics, registering them all first if no one has."""
+    register()
+    sch.tensorize(block_or_loop, name)
+
+
+def register() -> None:
+    """Register every intrinsic here with TVM, once per process."""
+    global _registered
+    with _registering:
+        if not _registered:
+            _register()
+            _registered = True
+
+
 def _register() -> None:
     for scope in SCOPES:
         TensorIntrin.register(LOAD_A[scope], *_load(scope, "A"), override=True)
@@ -362,6 +386,3 @@ def _register() -> None:
     TensorIntrin.register(SPLIT_MMA_PROMOTE, *_mma(split=True, promote=True), override=True)
     TensorIntrin.register(FILL, *_fill(), override=True)
     TensorIntrin.register(FRAG_ADD, *_add(), override=True)
-
-
-_register()

@@ -293,6 +293,59 @@ def test_a_worker_that_dies_holding_the_lock_does_not_stall_the_pool(tmp_path):
     assert [done[n] for n in range(4)] == [{"number": n} for n in range(4)]
 
 
+def workers_environment(_: int) -> dict:
+    """A pool job: what a worker's environment says about its temporary files and NVRTC."""
+    import tempfile
+
+    return {"tmpdir": os.environ.get("TMPDIR"), "gettempdir": tempfile.gettempdir(),
+            "nvrtc": os.environ.get(schedules.nvrtc.EXTRA_OPTS, "")}
+
+
+def test_pool_workers_precompile_headers_in_a_folder_the_pool_removes():
+    """NVRTC's precompiled header (~210 MB a worker) goes in the pool's own folder, removed by
+    close even when NVRTC could not remove it (a terminated worker); SIGTERM is the pool's
+    meanwhile (it ends the process through the finally that closes the pool), then as before."""
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    pool = sweep.Pool(2, evaluate=workers_environment)
+    assert signal.getsignal(signal.SIGTERM) is not before
+    seen = []
+    try:
+        pool.start().run([(n,) for n in range(4)], lambda job, res: seen.append(res))
+        scratch = pool.scratch
+        assert os.path.isdir(scratch)
+    finally:
+        pool.close()
+    assert len(seen) == 4
+    for res in seen:
+        assert res["tmpdir"] == res["gettempdir"] == scratch
+        assert res["nvrtc"].split()[-4:] == [f"--pre-include={h}" for h in schedules.nvrtc.PRECOMPILED] + ["--pch"]
+    assert not os.path.exists(scratch)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+SIGTERMED = r"""
+import os, signal, sys, threading, time
+from steps.commands import sweep
+
+pool = sweep.Pool(1, evaluate=time.sleep)
+print(pool.scratch, flush=True)
+threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+try:
+    pool.run([(60,)], lambda job, res: None)
+finally:
+    pool.close()
+"""
+
+
+def test_a_sweep_stopped_by_sigterm_closes_its_pool_and_removes_its_files():
+    proc = subprocess.run([sys.executable, "-c", SIGTERMED], capture_output=True, text=True, timeout=120)
+    scratch = proc.stdout.split()[0]
+    assert proc.returncode == 128 + 15, proc.stderr[-2000:]
+    assert not os.path.exists(scratch), "the workers' folder was left behind"
+
+
 # --- a run with fake measurements: the report, the files, the README ------------------------------
 
 FAKE_ENV = {"gpu": "Fake GPU 80GB", "date": "2026-11-23T10:00:00+00:00", "tvm_version": "0.27", "sm_count": 132,

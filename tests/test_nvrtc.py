@@ -129,3 +129,63 @@ def test_the_steps_compile_without_flushing_subnormals():
     for number in ("11", "14"):
         assert ours[number]["ftz"] == 0 and ours[number]["fp32"] > 50, ours
         assert before[number]["ftz"] >= ours[number]["fp32"] > 0, before
+
+
+PCH = r"""
+import json, os, sys, tempfile
+import schedules
+from cuda.bindings import nvrtc
+from tvm.support import nvcc
+
+os.environ["TMPDIR"] = tempfile.mkdtemp()  # NVRTC's header goes here, away from other runs'
+tempfile.tempdir = None
+if sys.argv[2] == "pch":
+    schedules.nvrtc.precompile_headers()
+made = []
+compile_program = nvrtc.nvrtcCompileProgram
+
+def compile_and_ask(prog, count, options):  # whether NVRTC made its precompiled header
+    out = compile_program(prog, count, options)
+    made.append(nvrtc.nvrtcGetPCHCreateStatus(prog)[0] == nvrtc.nvrtcResult.NVRTC_SUCCESS)
+    return out
+
+nvrtc.nvrtcCompileProgram = compile_and_ask
+out = {}
+for number, arch in json.loads(sys.argv[1]):
+    source = schedules.cuda_source(schedules.build(number, 192, 160, 96, arch=arch))
+    out[f"{number}/{arch}"] = bytes(nvcc.compile_cuda(source, "cubin", schedules.get_step(number).build_arch(arch),
+                                                      compiler="nvrtc")).hex()
+print(json.dumps({"cubins": out, "made": made}))
+"""
+
+
+def _cubins(mode: str, builds: list) -> dict:
+    proc = subprocess.run([sys.executable, "-c", PCH, json.dumps(builds), mode], capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_precompiled_headers_change_no_byte_of_any_cubin():
+    """The sweep's build processes compile with NVRTC's precompiled header (precompile_headers):
+    in one process, kernels of several steps and two archs (sm_90, then sm_90a for a Hopper
+    rung, then sm_90 again: the header is made again for other flags, not misused) give cubins
+    byte for byte those of a process without it; and the header was made, so the flags do take
+    effect (NVRTC makes none when the program does not open with the headers)."""
+    hopper = schedules.STEPS[-1].number
+    builds = [(4, "sm_90"), (11, "sm_90"), (hopper, "sm_90"), (14, "sm_90")]
+    plain, pch = _cubins("plain", builds), _cubins("pch", builds)
+    assert not any(plain["made"]), plain["made"]
+    assert pch["made"][0] and pch["made"][2], pch["made"]  # the first compile; the first for sm_90a
+    assert not pch["made"][1] and not pch["made"][3], pch["made"]  # the others use one already made
+    for key, cubin in plain["cubins"].items():
+        assert pch["cubins"][key] == cubin, f"{key}: the cubin differs with the precompiled header"
+
+
+def test_precompile_headers_appends_its_flags_once_after_the_users():
+    env = {nvrtc.EXTRA_OPTS: "-I/my/include --ftz=false"}
+    nvrtc.precompile_headers(env)
+    nvrtc.precompile_headers(env)  # idempotent
+    flags = env[nvrtc.EXTRA_OPTS].split()
+    assert flags[:2] == ["-I/my/include", "--ftz=false"]
+    assert flags[2:] == [f"--pre-include={h}" for h in nvrtc.PRECOMPILED] + ["--pch"]

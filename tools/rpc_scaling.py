@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import subprocess
 import sys
 import time
@@ -67,6 +68,9 @@ def run(n: int, gpus: list[str], args, logs: Path) -> dict:
         cmd += ["--shapes", args.shapes] if args.shapes else ["--shape-file", str(args.shape_file)]
         if args.cpu_test:  # the same machinery on CPU servers (llvm builds), to try the tool without a GPU
             cmd += ["--rpc-target", "llvm", "--repeat", "2", "--workers", "1"]
+        elif args.repeat:
+            cmd += ["--repeat", str(args.repeat)]
+        launched = time.time()
         started = time.monotonic()
         with open(logs / f"rpc-scaling-{n}.err", "w") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -74,14 +78,28 @@ def run(n: int, gpus: list[str], args, logs: Path) -> dict:
                 launch.watch()  # restarts a server a kernel crashed, as the launcher's command does
                 time.sleep(0.2)
         wall = time.monotonic() - started
+        ended = launched + wall
     finally:
         launch.stop()
     rows = sweep_log(log)
     # the sweep's own time line (steps.sweep prints it): its start, first and last result, close
-    timeline = [line.split(": ", 1)[1].strip() for line in (logs / f"rpc-scaling-{n}.err").read_text().splitlines()
-                if line.startswith("time line")]
+    lines = [line for line in (logs / f"rpc-scaling-{n}.err").read_text().splitlines() if line.startswith("time line")]
     return {"servers": n, "wall_s": round(wall, 1), "rc": proc.returncode, **where_time_went(rows),
-            "timeline": timeline[-1] if timeline else None, "rows": rows}
+            "timeline": outside_the_clock(lines[-1], launched, ended) if lines else None, "rows": rows}
+
+
+def outside_the_clock(line: str, launched: float, ended: float) -> str:
+    """The sweep's time line with what its clock does not see: the interpreter's start and the
+    imports before it (from the process's launch), and the exit after its pool closed."""
+    match = re.search(r"\(epoch ([0-9.]+)\): (.*)", line)
+    if not match:
+        return line.split(": ", 1)[-1].strip()
+    epoch, events = float(match.group(1)), match.group(2).strip()
+    closed = re.search(r"pool closed ([0-9.]+)", events)
+    text = f"launch and imports {epoch - launched:.1f} before the clock; {events}"
+    if closed:
+        text += f"; the exit {ended - epoch - float(closed.group(1)):.1f} after the pool closed"
+    return text
 
 
 def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
@@ -90,7 +108,8 @@ def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
     vs_one = {r["servers"]: winners.compare(runs[0]["rows"], r["rows"]) for r in runs[1:]}
     same = all(row["verdict"] != "DIFFERENT" for rows in vs_one.values() for row in rows)
     lines = [f"The RPC sweep's scaling on {gpu}, {time.strftime('%Y-%m-%d')}: step 11, "
-             f"{len({(r['M'], r['N'], r['K']) for r in runs[0]['rows']})} shapes x {args.candidates} candidates, one host, "
+             f"{len({(r['M'], r['N'], r['K']) for r in runs[0]['rows']})} shapes x {args.candidates} candidates"
+             f"{f', {args.repeat} samples each' if args.repeat else ''}, one host, "
              f"servers started by steps.rpc_pool",
              f"{'servers':>7}  {'wall s':>7}  {'speedup':>7}  {'bar':>5}  {'builds s':>8}  {'slowest server s':>16}  "
              f"{'failed':>6}  server busy s"]
@@ -109,13 +128,13 @@ def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
         lines += [f"  {row['shape']}: {row['verdict']}, {n} servers' pick at {row['b_pick_in_a']:.2%} in the "
                   f"1-server run, its pick at {row['a_pick_in_b']:.2%} in the {n}-server run"
                   for row in rows if row["verdict"] != "same"]
-    lines += [f"time line of the {r['servers']}-server sweep (s from its start after imports): {r['timeline']}"
+    lines += [f"time line of the {r['servers']}-server sweep (s from its clock's start, after its imports): {r['timeline']}"
               for r in runs if r.get("timeline")]
     lines.append("server time by phase (s): " + "; ".join(
         f"{r['servers']}: " + ", ".join(f"{k[:-2]} {v:.0f}" for k, v in r["server_phases_s"].items()) for r in runs))
     lines += verdicts
     doc = {"schema": "rpc-scaling-1", "gpu": gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-           "candidates_per_shape": args.candidates, "same_winners": same,
+           "candidates_per_shape": args.candidates, "repeat": args.repeat, "same_winners": same,
            "winners_against_one_server": {str(n): {"summary": winners.summary(rows),
                                                    "not_the_same": [r for r in rows if r["verdict"] != "same"]}
                                           for n, rows in vs_one.items()},
@@ -128,6 +147,7 @@ def main(argv=None) -> int:
     p.add_argument("--gpus", required=True, help="the GPUs, e.g. 0,1,2,3 (CUDA_VISIBLE_DEVICES values)")
     p.add_argument("--servers", type=int, nargs="+", default=None, help="server counts (default 1, 2, 4 ... up to the GPUs)")
     p.add_argument("--candidates", type=int, default=10, help="candidates per shape (default 10)")
+    p.add_argument("--repeat", type=int, default=None, help="timed samples per candidate (default: the sweep's)")
     p.add_argument("--shapes", default=None, help="MxNxK,... (default: bench/shapes.toml)")
     p.add_argument("--shape-file", type=Path, default=Path("bench/shapes.toml"))
     p.add_argument("--logs", type=Path, default=Path("logs"))

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 33 on a lent machine with several GPUs (nvidia-h100-x2 / x4 kinds), from the project root:
-#   GPUS=0,1 [CANDIDATES=10] [LIMIT_S=480] [TESTS=0] [FORK=1] bash tools/scaling_run.sh
+#   GPUS=0,1 [CANDIDATES=10] [LIMIT_S=480] [TESTS=0] [FORK=1] [PROBE=1] [REPEAT=n] bash tools/scaling_run.sh
 #   (carry [".gpu", ".rpcdeps"]; bash tools/rpcdeps.sh first). TESTS=1, the default, first runs
 #   tests/test_device_check.py -m gpu (~15 s). One server runs ~0.15 s of GPU per step-11 candidate.
+#   PROBE=1 first measures the host's build rate (tools/build_probe.py, ~2-3 min).
 # The same step-11 sweep through 1, 2 (and 4) servers (tools/rpc_scaling.py --save). logs/ come
 # back in $OUT/logs.tar (in $OUT/logs if cut off), results/ in $OUT/scaling-results.tar.
 set -uo pipefail
@@ -26,6 +27,14 @@ if [ "${TESTS:-1}" = 1 ]; then  # the device check against the host's, on the GP
   timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_device_check.py > logs/pytest-gpu-check.log 2>&1
   echo "pytest rc=$?"; tail -n 3 logs/pytest-gpu-check.log
 fi
+# What the sweep's imports cost here, before its clock starts (Python's own account).
+( time python3 -X importtime -c "import steps.commands.sweep" ) > logs/importtime.txt 2>&1
+tail -n 3 logs/importtime.txt
+if [ "${PROBE:-0}" = 1 ]; then
+  timeout 240 python3 tools/build_probe.py --candidates "${PROBE_CANDIDATES:-256}" --out logs/build_probe.json \
+    > logs/build_probe.out 2> logs/build_probe.err
+  echo "build_probe rc=$?"; cat logs/build_probe.out; tail -n 5 logs/build_probe.err
+fi
 timeout $(( ${LIMIT_S:-480} )) python3 tools/rpc_scaling.py --gpus "$GPUS" --candidates "${CANDIDATES:-10}" \
-  ${FORK:+--fork} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
+  ${FORK:+--fork} ${REPEAT:+--repeat "$REPEAT"} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
 echo "rpc_scaling rc=$?"; cat logs/rpc-scaling.out; tail -n 8 logs/rpc-scaling.err

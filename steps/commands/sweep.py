@@ -51,6 +51,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -115,9 +116,15 @@ def candidates(step, M: int, N: int, K: int, arch: str, space: dict, base) -> li
 _gpu_lock = None
 
 
-def _init_worker(lock) -> None:
+def _init_worker(lock, scratch: str) -> None:
     global _gpu_lock
     _gpu_lock = lock
+    # A worker compiles hundreds of kernels: NVRTC's precompiled header saves ~0.55 s of each
+    # (schedules/nvrtc.py). It is a ~210 MB file in $TMPDIR, which NVRTC removes only at a normal
+    # exit: here it goes in the pool's own folder, removed when the pool closes.
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = None
+    schedules.nvrtc.precompile_headers()
 
 
 def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) -> dict:
@@ -188,7 +195,15 @@ class Pool:
         self.workers = workers
         self.evaluate = evaluate or _evaluate
         self.died = died or _died
+        # Spawned, not forked: on a GPU machine TVM's compile asks the CUDA runtime for the
+        # device, and CUDA does not survive a fork of a process that used it. Forked from a fork
+        # server that had imported TVM, every build failed with cudaErrorInitializationError
+        # on the H100's host (2026-11-25); so each worker imports for itself (~1.5 s here).
         self.ctx = multiprocessing.get_context("spawn")
+        self.scratch = tempfile.mkdtemp(prefix="sweep-workers-")  # the workers' $TMPDIR
+        # SIGTERM (a timeout, a kill) then ends this process as Ctrl-C does, through the finally
+        # that closes the pool: otherwise the workers' files (NVRTC's headers) stay behind.
+        self._sigterm = _exit_on_sigterm()
         self._new()
 
     def _new(self):
@@ -196,7 +211,18 @@ class Pool:
         # fault, a segfault) never released it, and every later job would wait on it forever.
         self.lock = self.ctx.Lock()
         self.pool = futures.ProcessPoolExecutor(self.workers, mp_context=self.ctx,
-                                                initializer=_init_worker, initargs=(self.lock,))
+                                                initializer=_init_worker, initargs=(self.lock, self.scratch))
+
+    def submit(self, fn, *args) -> futures.Future:
+        """One call in a worker, outside ``run``'s jobs (no retry: a dead worker fails it)."""
+        return self.pool.submit(fn, *args)
+
+    def start(self) -> Pool:
+        """Start every worker now (its imports, ~3-10 s) rather than at the first job, so that
+        they start while the caller does something else (an RPC sweep asks its servers)."""
+        for _ in range(self.workers):
+            self.pool.submit(_ready)
+        return self
 
     def run(self, jobs: list[tuple], on_result) -> None:
         """Evaluate every job, calling on_result(job, result) as each finishes.
@@ -229,22 +255,68 @@ class Pool:
             self._new()
         return sorted(broken)
 
-    def close(self):
-        """Stop the workers: every job has its result by now, so they are ended rather than
-        waited for. (A worker that built CUDA holds a CUDA context, and the sweeps on the H100
-        spent 11-16 s between their last result and their exit; this is the suspect.)"""
+    def stop_workers(self):
+        """End the workers and remove their files, from any thread: every job has its result
+        by now, so they are ended rather than waited for. (Ending 32 build processes and their
+        headers, 6.7 GB, took ~2.5 s on the H100's host: an RPC sweep does it once the last
+        candidate is built, while the servers still measure.)"""
         workers = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
         for process in workers:
             process.terminate()
         for process in workers:
             process.join(10)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def close(self):
+        """stop_workers, and SIGTERM's handler back as it was (the main thread's to do)."""
+        self.stop_workers()
+        if self._sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._sigterm)
+            self._sigterm = None
+
+
+def _ready() -> None:
+    """A job that only makes its worker exist (Pool.start)."""
+
+
+def _exit_on_sigterm():
+    """Make SIGTERM raise SystemExit (status 143, as the signal's) in the main thread; returns
+    the handler it replaced, or None where it changed nothing (not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 def _build_died(job: tuple, why: str) -> dict:
     """The result of a build job (rpc.build_job's arguments) whose build process died."""
     _, _, (M, N, K), cfg, _, _ = job
     return {"M": M, "N": N, "K": K, "config": cfg, "error": "build: " + why}
+
+
+class BuildPool(Pool):
+    """The build processes of an RPC sweep (rpc.build_job's), and the check's library
+    (rpc.build_checker), built in one of them as soon as the servers' arch is known: a
+    sweep asks for it before it lists its candidates, so it is ready before the first one is."""
+
+    def __init__(self, workers: int):
+        super().__init__(workers, evaluate=rpc.build_job, died=_build_died)
+        self.checker_directory = tempfile.mkdtemp(prefix="rpc-check-")
+        self._checker = None
+
+    def checker(self, device: str, arch: str) -> futures.Future:
+        """A Future of the check's library's path, the same one every call."""
+        if self._checker is None:
+            self._checker = self.submit(rpc.build_checker, device, arch, self.checker_directory)
+        return self._checker
+
+    def stop_workers(self):
+        super().stop_workers()
+        shutil.rmtree(self.checker_directory, ignore_errors=True)
 
 
 class RemotePool:
@@ -255,12 +327,14 @@ class RemotePool:
     (``rpc.RemoteRunner``: a client thread per server, a session per batch), and results come
     back to ``on_result`` in the calling thread, as the Pool's do."""
 
-    def __init__(self, workers: int, remote: rpc.Remote, arch: str):
+    def __init__(self, workers: int, remote: rpc.Remote, arch: str, builds: BuildPool | None = None,
+                 one_run: bool = False):
         self.remote = remote
+        self.one_run = one_run  # no run follows the first: its builds stop once all are built
         self.directory = tempfile.mkdtemp(prefix="sweep-rpc-")
-        self.builds = Pool(workers, evaluate=rpc.build_job, died=_build_died)
+        self.builds = builds or BuildPool(workers)
         self.runner = rpc.RemoteRunner(remote.tracker, remote.device, remote.timeout_s, remote.wait_s, arch,
-                                       session=remote.take_session())
+                                       sessions=remote.take_sessions(), checker=self.builds.checker(remote.device, arch))
 
     def run(self, jobs: list[tuple], on_result) -> None:
         builder = threading.Thread(target=self._build, args=(jobs,), daemon=True, name="sweep-builds")
@@ -285,6 +359,9 @@ class RemotePool:
 
         try:
             self.builds.run(builds, built)
+            if self.one_run:  # every candidate is built: the servers go on measuring
+                self.builds.stop_workers()
+                MILESTONES["builds stopped"] = time.monotonic()
         except BaseException as exc:  # noqa: BLE001 - every job must get a result, or run() waits forever
             for build in builds:
                 if id(build) not in reported:
@@ -298,8 +375,9 @@ class RemotePool:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _pool(workers: int, remote: rpc.Remote | None, arch: str):
-    return Pool(workers) if remote is None else RemotePool(workers, remote, arch)
+def _pool(workers: int, remote: rpc.Remote | None, arch: str, builds: BuildPool | None = None,
+          one_run: bool = False):
+    return Pool(workers) if remote is None else RemotePool(workers, remote, arch, builds, one_run)
 
 
 # --- resuming: the candidates a --log already holds --------------------------------------------
@@ -353,11 +431,12 @@ def _split_measured(size, cfgs: list[dict], measured: dict | None) -> tuple[list
 
 
 def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log, remote: rpc.Remote | None = None,
-          measured: dict | None = None) -> dict:
+          measured: dict | None = None, builds: BuildPool | None = None) -> dict:
     """The staged search at each size: {size: best result}. `remote`: measure on a tracker's
-    servers; `measured`: results a --log already holds (measured_in_log), not measured again."""
+    servers, building in `builds` (started early) or a new BuildPool; `measured`: results a
+    --log already holds (measured_in_log), not measured again."""
     best = {}
-    pool = _pool(workers, remote, arch)
+    pool = _pool(workers, remote, arch, builds)
     start = time.time()
     try:
         for size in sizes:
@@ -419,10 +498,11 @@ def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start, measured
 
 
 def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: int, log,
-                 sm_count: int, remote: rpc.Remote | None = None, measured: dict | None = None) -> dict:
+                 sm_count: int, remote: rpc.Remote | None = None, measured: dict | None = None,
+                 builds: BuildPool | None = None) -> dict:
     """One stage per shape, all in one pool: the step's ``sweep_candidates`` at each shape.
     Returns {shape: {"best": result, "rule": result of the rule's own pick or None}}.
-    `remote` and `measured` as for ``sweep``."""
+    `remote`, `measured` and `builds` as for ``sweep``."""
     from schedules import shape_rule
 
     jobs, rule_pick = [], {}
@@ -459,7 +539,7 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
         print(f"[{count[0]}/{len(jobs)} {options._size(size)} {time.time() - start:5.0f}s] {note:<28} {cfg_text}",
               file=sys.stderr, flush=True)
 
-    pool = _pool(workers, remote, arch)
+    pool = _pool(workers, remote, arch, builds, one_run=True)
     try:
         pool.run(jobs, on_result)
     finally:
@@ -468,9 +548,12 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
     # Where the wall time went, beside the per-candidate times in --log: the start (imports, the
     # servers' probe, the candidates), the first result (build processes and sessions starting),
     # the stream of results, the close.
+    # The clock's start as epoch seconds: tools/rpc_scaling.py adds the imports before it and the
+    # exit after it.
     origin = MILESTONES.get("start", MILESTONES["candidates listed"])
-    print("time line, s from the command's start after its imports: " + ", ".join(f"{k} {v - origin:.1f}"
-                                                      for k, v in MILESTONES.items() if k != "start"),
+    epoch = time.time() - (time.monotonic() - origin)
+    print(f"time line, s from the command's start after its imports (epoch {epoch:.2f}): "
+          + ", ".join(f"{k} {v - origin:.1f}" for k, v in MILESTONES.items() if k != "start"),
           file=sys.stderr, flush=True)
     best = {}
     for size in shapes:
@@ -607,8 +690,8 @@ REPEAT = 10  # samples per candidate: a ranking needs fewer than a reported meas
 def default_workers(remote: bool = False) -> int:
     """One build process per CPU; at most MAX_WORKERS for the local path, whose processes also
     hold a CUDA context each on the one GPU (hundreds of MB) and take turns timing anyway. Over
-    RPC they only build (NVRTC, ~2 s a candidate on the H100's host): every CPU, or the builds
-    fall behind two servers (issue 33's first run: 12 processes, 690-1002 s of builds)."""
+    RPC they only build: every CPU (issue 33's first run, 12 processes at ~2 s of NVRTC a
+    candidate, fell behind two servers; with the precompiled header, 0.42 s, they do not)."""
     cpus = os.cpu_count() or 1
     return max(1, cpus if remote else min(MAX_WORKERS, cpus))
 
@@ -689,6 +772,7 @@ def main(argv=None) -> int:
     prog = "python -m steps.sweep"
     MILESTONES.clear()
     MILESTONES["start"] = time.monotonic()  # after the imports (~3 s on the H100's host)
+    builds = None  # an RPC sweep's build processes, started before its servers are asked
     try:
         args = parser(prog).parse_args(argv)
         step = schedules.get_step(args.step)
@@ -743,6 +827,8 @@ def main(argv=None) -> int:
                     print("  " + options._config_text(c))
             return 0
         if remote is not None:
+            # The build processes start (their imports) while the servers are asked what they are.
+            builds = BuildPool(args.workers).start()
             info = remote.connect()  # bounded: an unreachable tracker or no server is one line
             MILESTONES["servers asked"] = time.monotonic()
             print(f"{info['servers']} servers under key {remote.tracker.key!r} at {remote.tracker}"
@@ -750,21 +836,30 @@ def main(argv=None) -> int:
                   file=sys.stderr, flush=True)
             arch = _server_arch(prog, args.arch, remote, info)
             step.build_arch(arch)
+            builds.checker(remote.device, arch)  # the check's library builds while candidates are listed
         elif not harness.gpu_present():
             raise options.UsageError("a sweep times kernels and needs a CUDA GPU; none was found (try --dry-run)")
         measured = measured_in_log(step, args.log) if args.resume else None
     except (options.UsageError, ConfigError, rpc.TrackerError) as exc:
+        if builds is not None:
+            builds.close()
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return options.EXIT_USAGE
+    except BaseException:  # Ctrl-C or SIGTERM while the servers are asked
+        if builds is not None:
+            builds.close()
+        raise
     log = _open_log(args.log) if args.log else None
     try:
         if by_shape:
             sm_count = _sm_count() if remote is None else _server_sm_count(info)
             best = sweep_shapes(step, sizes, arch, args.repeat, args.candidates, args.workers, log, sm_count,
-                                remote, measured)
+                                remote, measured, builds)
         else:
-            best = sweep(step, sizes, arch, args.repeat, args.top, args.workers, log, remote, measured)
+            best = sweep(step, sizes, arch, args.repeat, args.top, args.workers, log, remote, measured, builds)
     finally:
+        if builds is not None:
+            builds.close()  # closed already with its sweep's pool, unless that was never made
         if log:
             log.close()
     if args.write and best:

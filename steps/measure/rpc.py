@@ -30,8 +30,8 @@ Sessions. A server runs one session at a time, and a new session is a new proces
 CUDA context: ~100 ms forked, 5-10 s spawned (the launcher's default: forked sessions failed
 on the H100; a spawned one imports TVM), and then the inputs and their float64 product are
 made again. So the session that asked the servers what they are (Tracker.probe) measures too,
-each other client thread opens its session as it starts (while the first candidates build),
-and each holds its session for a batch of candidates, with the inputs and float64 product of
+the sessions on the other servers open while it asks (Remote.connect), a client thread that
+has none opens its own as it starts, and each holds its session for a batch of candidates, with the inputs and float64 product of
 the last OPERAND_SIZES sizes kept on its device. TVM's only timeout is the session's: the server kills
 a session older than it. So sessions are asked for with SESSION_TIMEOUTS times the
 per-candidate ``timeout_s`` and take new candidates until one ``timeout_s`` before their end:
@@ -60,6 +60,7 @@ drive this very code, the distribution, the faults and the resuming, on machines
 from __future__ import annotations
 
 import collections
+import concurrent.futures as futures
 import datetime
 import hashlib
 import importlib
@@ -255,7 +256,7 @@ class Remote:
     timeout_s: float = TIMEOUT_S
     wait_s: float = WAIT_S
     builder: str | None = None
-    # connect's session, until the sweep's RemoteRunner takes it for its first client
+    # connect's sessions, until the sweep's RemoteRunner takes them for its client threads
     handover: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -267,15 +268,37 @@ class Remote:
         return self.builder or TARGETS[self.target][0]
 
     def connect(self) -> dict:
-        """Wait (bounded) for a server under the key and ask it what it is (Tracker.probe); the
-        session that asked is kept in `handover` for the sweep's first client thread."""
-        info = self.tracker.probe(self.device, self.wait_s, keep_s=SESSION_TIMEOUTS * self.timeout_s)
-        self.handover["session"] = info.pop("session")
+        """Wait (bounded) for a server under the key and ask it what it is (Tracker.probe). The
+        session that asked is kept in `handover` for the sweep's first client thread, and one on
+        each other server registered then is opened meanwhile, for the others: a spawned session
+        takes 5-10 s to start, and on two H100s the second server's was the last thing the sweep
+        waited for before both measured (issue 33, rpc_scaling_tries.txt)."""
+        session_s = SESSION_TIMEOUTS * self.timeout_s
+        others = [_open_meanwhile(self.tracker, session_s)
+                  for _ in self.tracker.wait_for_servers(self.wait_s)[1:]]
+        info = self.tracker.probe(self.device, self.wait_s, keep_s=session_s)
+        probed = futures.Future()
+        probed.set_result(info.pop("session"))
+        self.handover["sessions"] = [probed, *others]
         return info
 
-    def take_session(self):
-        """connect's session, once (None after that, or before connect)."""
-        return self.handover.pop("session", None)
+    def take_sessions(self) -> list:
+        """connect's sessions (Futures of _Session), once ([] after that, or before connect)."""
+        return self.handover.pop("sessions", [])
+
+
+def _open_meanwhile(tracker: Tracker, session_s: float) -> futures.Future:
+    """A Future of a session on a server under the key, opened in a thread of its own."""
+    opened: futures.Future = futures.Future()
+
+    def open_():
+        try:
+            opened.set_result(_Session.open(tracker, session_s))
+        except Exception as exc:  # noqa: BLE001 - none free, or a fault: the client opens its own
+            opened.set_exception(exc)
+
+    threading.Thread(target=open_, daemon=True, name="rpc-open-session").start()
+    return opened
 
 
 def environment(remote: Remote, info: dict) -> dict:
@@ -324,6 +347,14 @@ def build_cpu(step_number: int, M: int, N: int, K: int, arch: str, config: dict)
     j_outer, j_inner = sch.split(j, [None, min(N, getattr(cfg, "block_n", 32))])
     sch.reorder(i_outer, j_outer, k, i_inner, j_inner)
     return tvm.compile(sch.mod, target=Target({"kind": "llvm"}))
+
+
+def build_checker(device: str, arch: str, directory: str) -> str:
+    """The check's library (schedules/device_check.py) for the servers' device, exported in
+    `directory`; its path."""
+    path = os.path.join(directory, f"device_check_{device}.so")
+    device_check.build(device, arch).export_library(path)
+    return path
 
 
 def _resolve(spec: str):
@@ -458,15 +489,22 @@ class RemoteRunner:
     the calling thread, while it watches the tracker."""
 
     def __init__(self, tracker: Tracker, device: str = "cuda", timeout_s: float = TIMEOUT_S,
-                 wait_s: float = WAIT_S, arch: str = "sm_90", session: _Session | None = None):
+                 wait_s: float = WAIT_S, arch: str = "sm_90", sessions: list | None = None,
+                 checker=None):
         self.tracker = tracker
-        self._handover = session  # an open session (Remote.connect's) for the first client thread
+        # Sessions opened already (Remote.connect's: Futures of _Session), one per client thread.
+        self._handover = list(sessions or [])
         self.opened = 0  # sessions this runner asked for
         self.device = device
-        # The check's library, built once here for the servers' device; each session loads it.
+        # The check's library, built once for the servers' device (build_checker); each session
+        # loads it. `checker`: a Future of its path, built elsewhere meanwhile (a sweep builds it
+        # in its build processes, beside the first candidates: ~2-3 s less before the first
+        # result on the H100's host); None: built here, now.
         self._checker_dir = tempfile.mkdtemp(prefix="rpc-check-")
-        self._checker_path = os.path.join(self._checker_dir, f"device_check_{device}.so")
-        device_check.build(device, arch).export_library(self._checker_path)
+        if checker is None:
+            checker = futures.Future()
+            checker.set_result(build_checker(device, arch, self._checker_dir))
+        self._checker_built = checker
         self.timeout_s = timeout_s
         self.session_s = SESSION_TIMEOUTS * timeout_s
         self.wait_s = wait_s
@@ -516,7 +554,8 @@ class RemoteRunner:
         """Stop the client threads (each ends its session); a thread still waiting on a
         server that stopped answering is left to die with the process (daemon)."""
         self._closing.set()
-        self._handover = None  # a session no client took ends here
+        with self._lock:
+            self._handover = []  # a session no client took ends here
         deadline = time.monotonic() + 2 * POLL_S + 1.0
         for client in list(self._clients):
             if client.thread is not None:
@@ -581,7 +620,12 @@ class RemoteRunner:
     def _serve(self, client: _Client) -> None:
         try:
             with self._lock:
-                client.session, self._handover = self._handover, None
+                handed = self._handover.pop(0) if self._handover else None
+            if handed is not None:
+                try:
+                    client.session = handed.result()
+                except Exception:  # noqa: BLE001 - it could not be opened: opened below, or later
+                    client.session = None
             if client.session is None:
                 try:  # a session before the first candidate: a spawned one starts while the builds run
                     client.session = self._open()
@@ -696,8 +740,9 @@ class RemoteRunner:
 
     def _checker(self, session: _Session):
         if session.checker is None:
-            session.rpc.upload(self._checker_path)
-            session.checker = session.rpc.load_module(os.path.basename(self._checker_path))
+            path = self._checker_built.result()  # raises what its build raised: the candidate fails
+            session.rpc.upload(path)
+            session.checker = session.rpc.load_module(os.path.basename(path))
         return session.checker
 
     def _tensors(self, session: _Session, dev, size) -> _SizeOnDevice:
