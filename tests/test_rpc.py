@@ -125,6 +125,21 @@ def run_pool(remote: rpc.Remote, jobs: list[tuple], timeout_s: float = 90, durin
     return pool, results
 
 
+def test_the_check_library_outlives_the_build_processes():
+    """An RPC sweep stops its build processes once every candidate is built, while the servers
+    still measure; a session opened after that (a renewal, a retry) uploads the check's library
+    again, so it stays until the pool closes."""
+    builds = sweep.BuildPool(1)
+    try:
+        path = builds.checker("cpu", "sm_90").result(timeout=300)
+        assert builds.checker("cpu", "sm_90").result() == path  # built once
+        builds.stop_workers()
+        assert os.path.isfile(path)
+    finally:
+        builds.close()
+    assert not os.path.exists(path)
+
+
 # --- the distribution ----------------------------------------------------------------------------
 
 

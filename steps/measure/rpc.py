@@ -31,8 +31,8 @@ CUDA context: ~100 ms forked, 5-10 s spawned (the launcher's default: forked ses
 on the H100; a spawned one imports TVM), and then the inputs and their float64 product are
 made again. So the session that asked the servers what they are (Tracker.probe) measures too,
 the sessions on the other servers open while it asks (Remote.connect), a client thread that
-has none opens its own as it starts, and each holds its session for a batch of candidates, with the inputs and float64 product of
-the last OPERAND_SIZES sizes kept on its device. TVM's only timeout is the session's: the server kills
+has none opens its own as it starts, and each holds its session for a batch of candidates,
+with the inputs and float64 product of the last OPERAND_SIZES sizes kept on its device. TVM's only timeout is the session's: the server kills
 a session older than it. So sessions are asked for with SESSION_TIMEOUTS times the
 per-candidate ``timeout_s`` and take new candidates until one ``timeout_s`` before their end:
 a candidate the server stops has had at least ``timeout_s`` (a hung one holds its server at
@@ -500,8 +500,9 @@ class RemoteRunner:
         # loads it. `checker`: a Future of its path, built elsewhere meanwhile (a sweep builds it
         # in its build processes, beside the first candidates: ~2-3 s less before the first
         # result on the H100's host); None: built here, now.
-        self._checker_dir = tempfile.mkdtemp(prefix="rpc-check-")
+        self._checker_dir = None
         if checker is None:
+            self._checker_dir = tempfile.mkdtemp(prefix="rpc-check-")
             checker = futures.Future()
             checker.set_result(build_checker(device, arch, self._checker_dir))
         self._checker_built = checker
@@ -560,7 +561,8 @@ class RemoteRunner:
         for client in list(self._clients):
             if client.thread is not None:
                 client.thread.join(max(0.0, deadline - time.monotonic()))
-        shutil.rmtree(self._checker_dir, ignore_errors=True)
+        if self._checker_dir:
+            shutil.rmtree(self._checker_dir, ignore_errors=True)
 
     # --- watching the tracker (the collecting thread) ---
 
