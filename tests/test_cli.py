@@ -1,9 +1,11 @@
 """The step CLIs without a GPU: help, clean one-line errors (exit 2), build-only, explain."""
 
 import importlib
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,8 @@ from steps.commands import bench, cli, crosscheck, cublas, ladder, options, rpc_
 from steps.measure import harness, nvcc
 
 from .checks import one_line_error
+
+ROOT = Path(__file__).resolve().parent.parent
 
 NO_GPU = not harness.gpu_present()
 
@@ -36,7 +40,7 @@ HONOURED = {
                "--steps", "--references"}, {"--explain", "--tuned-prior", "--full", "--config"}),
     "steps.sweep": ({"--sizes", "--shape", "--repeat", "--arch", "--step", "--top", "--workers", "--write",
                      "--dry-run", "--log", "--shapes", "--shape-file", "--candidates", "--from-log", "--resume",
-                     "--tracker", "--key", "--timeout", "--wait"},
+                     "--tracker", "--key", "--timeout", "--wait", "--confirm"},
                     {"--save", "--build-only", "--explain", "--compare", "--seed", "--rpc-target"}),
     "steps.cublas": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--only", "--tune", "--trials",
                       "--tracker", "--key"},
@@ -490,3 +494,21 @@ def test_explain_says_which_of_several_sizes_it_shows():
     assert proc.stderr == ("python -m steps.step4: note: --explain shows one problem, the first given: "
                            "256x256x256 (of 3)\n")
     assert "# 256x256x256, arch sm_90" in proc.stdout and "512x512x512" not in proc.stdout
+
+
+def test_python_m_steps_sweep_leaves_torch_unimported(tmp_path):
+    """tvm_ffi imports torch wherever it is installed (2.6 s of a sweep's 5.2 s of imports on the
+    H100's host); `python -m steps.sweep` never uses it, nor do its build processes, and blocks it.
+    A stand-in torch that leaves a mark when imported: `import tvm` alone imports it."""
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    mark = tmp_path / "imported"
+    (fake / "__init__.py").write_text(f"open({str(mark)!r}, 'w').close()\nraise ImportError('stand-in')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, "-c", "import tvm"], env=env, check=True, cwd=ROOT, timeout=120)
+    assert mark.exists(), "the stand-in was not imported: this test would prove nothing"
+    mark.unlink()
+    done = subprocess.run([sys.executable, "-m", "steps.sweep", "--step", "11", "--shapes", "256x256x256",
+                           "--dry-run"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import io
 import json
 import os
 import signal
@@ -176,6 +177,8 @@ def test_the_probes_session_is_the_first_clients_and_the_others_open_meanwhile(t
     assert pool.runner.opened == 0, pool.runner.opened
     assert set(pool.runner.served) == servers, pool.runner.served
     assert sum(pool.runner.served.values()) == 6 and all("error" not in r for r in results.values())
+    # each session's device was readied before its first candidate, and that candidate says how long it took
+    assert sum("warm_s" in r["rpc"] for r in results.values()) == 2, [r["rpc"] for r in results.values()]
     for r in results.values():
         phases = r["rpc"]
         assert phases["run_s"] == pytest.approx(phases["operands_s"] + phases["check_s"] + phases["time_s"], abs=0.01)
@@ -284,7 +287,7 @@ def sweep_argv(tracker: rpc.Tracker, log: Path, *extra: str) -> list[str]:
 
 def test_an_interrupted_sweep_resumes_from_its_log(tracker, tmp_path, capsys):
     log = tmp_path / "sweep.jsonl"
-    assert sweep.main(sweep_argv(tracker, log)) == 0
+    assert sweep.main(sweep_argv(tracker, log, "--confirm", "0")) == 0
     first = log.read_text().splitlines()
     assert len(first) == 6 and all("error" not in json.loads(line) for line in first)
     # Cut off after two results, the third line half written; a lost candidate is measured again.
@@ -293,7 +296,7 @@ def test_an_interrupted_sweep_resumes_from_its_log(tracker, tmp_path, capsys):
         lost.pop(k)
     log.write_text("\n".join(first[:2] + [json.dumps(lost), first[3][:40]]))
     capsys.readouterr()
-    assert sweep.main(sweep_argv(tracker, log, "--resume")) == 0
+    assert sweep.main(sweep_argv(tracker, log, "--resume", "--confirm", "0")) == 0
     out, err = capsys.readouterr()
     assert "2 candidates measured before (--resume)" in err and "4 candidates over 2 shapes" in err
     lines = log.read_text().splitlines()
@@ -307,6 +310,58 @@ def test_an_interrupted_sweep_resumes_from_its_log(tracker, tmp_path, capsys):
         line = next(ln for ln in out.splitlines() if ln.startswith(f"best at {shape}:"))
         assert f"{best['gflops'] / 1e3:.1f} TFLOPS" in line
         assert f"block_m={best['config']['block_m']} block_n={best['config']['block_n']}" in line
+
+
+def test_the_finalists_are_timed_again_in_turns_on_one_server(tracker, tmp_path, capsys, monkeypatch):
+    """Every shape's candidates within reach (FINALIST_WITHIN 100%) are its finalists: each
+    shape's are timed again in one session, in turns, 3 rounds; the log keeps each finalist's
+    rounds and marks one pick, which the command reports. Resumed from that log, nothing is
+    measured again but the finalists, built again for it (their libraries went with the pool)."""
+    monkeypatch.setattr(sweep, "FINALIST_WITHIN", 1.0)
+    log = tmp_path / "sweep.jsonl"
+    assert sweep.main(sweep_argv(tracker, log, "--confirm", "3")) == 0
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    first = [r for r in rows if r["stage"] == "shape"]
+    again = [r for r in rows if r["stage"] == "confirm"]
+    assert len(first) == 6 and all("error" not in r for r in rows), rows
+    assert "confirming: 6 finalists of 2 shapes, 3 rounds of 2 samples each" in err
+    for shape in ((256, 512, 128), (128, 256, 128)):
+        mine = [r for r in again if (r["M"], r["N"], r["K"]) == shape]
+        assert sorted(json.dumps(r["config"]) for r in mine) == sorted(
+            json.dumps(r["config"]) for r in first if (r["M"], r["N"], r["K"]) == shape)
+        assert len({r["rpc"]["server"] for r in mine}) == 1  # one session, one server
+        assert all(len(r["rounds_ms"]) == 3 and r["gflops"] > 0 and r["first_gflops"] > 0 for r in mine)
+        [kept] = [r for r in mine if r["pick"]]
+        assert kept is max(mine, key=lambda r: r["gflops"])
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"best at {'x'.join(map(str, shape))}:"))
+        assert f"{kept['gflops'] / 1e3:.1f} TFLOPS (timed again in 3 rounds" in line
+    capsys.readouterr()
+    assert sweep.main(sweep_argv(tracker, log, "--confirm", "3", "--resume")) == 0
+    err = capsys.readouterr().err
+    assert "6 candidates measured before (--resume)" in err and "0 candidates over 2 shapes" in err
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(rows) == 6 + 6 + 6 and all(r["stage"] == "confirm" and "error" not in r for r in rows[12:]), rows[12:]
+
+
+def test_finalists_whose_session_dies_are_tried_once_more_then_fail(tracker, tmp_path):
+    """A confirmation's fault costs its group, as a candidate's costs the candidate: a kernel
+    that crashes the session is put back once, then fails; the runner goes on."""
+    cfgs = configs(2)
+    cfgs[1]["raster"] = CRASH
+    paths = [rpc.build_job("tests.rpc_kernels:build", STEP.number, SIZE, c, "sm_90", str(tmp_path))["path"]
+             for c in cfgs]
+    runner = rpc.RemoteRunner(tracker, "cpu", 30, 45)
+    results = []
+    try:
+        rows = [{"M": SIZE[0], "N": SIZE[1], "K": SIZE[2], "config": c, "gflops": 1.0} for c in cfgs]
+        runner.submit(rpc.Finalists((SIZE,), paths, SIZE, rows, repeat=1, rounds=2))
+        runner.collect(1, lambda job, res: results.append((job, res)))
+    finally:
+        runner.close()
+    [(job, res)] = results
+    assert job == (SIZE,) and res["error"].startswith("rpc: the session was lost twice"), res
+    assert runner.retried == 1 and not any(os.path.exists(p) for p in paths)
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -459,7 +514,8 @@ def test_a_sweep_through_a_tracker_picks_the_local_sweeps_winner():
     arch = harness.gpu_arch()
     size = (2048, 2048, 2048)
     sm_count = int(__import__("tvm").cuda(0).multi_processor_count)
-    local = sweep.sweep_shapes(STEP, [size], arch, 10, 6, 4, None, sm_count)
+    local_log = io.StringIO()
+    local = sweep.sweep_shapes(STEP, [size], arch, 10, 6, 4, local_log, sm_count)
     launch = rpc_pool.Launch(["0"], "gpu-test", host="127.0.0.1", port=0, server_port=0, say=print)
     try:
         launch.start()
@@ -468,6 +524,11 @@ def test_a_sweep_through_a_tracker_picks_the_local_sweeps_winner():
     finally:
         launch.stop()
     a, b = local[size]["best"], over_rpc[size]["best"]
+    # Both confirmed their finalists (the local path in a build worker, under the GPU lock).
+    again = [json.loads(line) for line in local_log.getvalue().splitlines() if '"confirm"' in line]
+    if len(again) > 1:
+        assert [r["config"] for r in again if r["pick"]] == [a["config"]]
+        assert len(a["rounds_ms"]) == len(b["rounds_ms"]) == sweep.CONFIRM_ROUNDS, (a, b)
     if a["config"] != b["config"]:
         assert b["gflops"] >= 0.97 * a["gflops"], (a, b)
     assert abs(b["gflops"] / a["gflops"] - 1) < 0.10, (a, b)

@@ -43,11 +43,16 @@ def where_time_went(rows: list[dict]) -> dict:
             busy[r["rpc"]["server"]] += r["rpc"]["load_s"] + r["rpc"]["run_s"]
             for phase in ("load_s", "operands_s", "check_s", "time_s"):
                 phases[phase] += r["rpc"].get(phase, 0.0)
+    first = [r for r in rows if r.get("stage") != "confirm"]
+    again = [r for r in rows if r.get("stage") == "confirm"]
     return {"build_s": round(sum(r.get("build_s", 0.0) for r in rows), 1),
             "server_phases_s": {k: round(v, 1) for k, v in phases.items()},
             "server_busy_s": {k: round(v, 1) for k, v in sorted(busy.items())},
             "slowest_server_s": round(max(busy.values(), default=0.0), 1),
-            "candidates": len(rows), "failed": sum("error" in r for r in rows)}
+            "candidates": len(first), "failed": sum("error" in r for r in first),
+            # the confirmation round (steps.sweep --confirm): finalists timed again, and its server time
+            "finalists": len(again), "confirmed_shapes": sum(bool(r.get("pick")) for r in again),
+            "confirm_server_s": round(sum(r["rpc"]["load_s"] + r["rpc"]["run_s"] for r in again if "rpc" in r), 1)}
 
 
 def run(n: int, gpus: list[str], args, logs: Path) -> dict:
@@ -70,6 +75,8 @@ def run(n: int, gpus: list[str], args, logs: Path) -> dict:
             cmd += ["--rpc-target", "llvm", "--repeat", "2", "--workers", "1"]
         elif args.repeat:
             cmd += ["--repeat", str(args.repeat)]
+        if args.confirm is not None:
+            cmd += ["--confirm", str(args.confirm)]
         launched = time.time()
         started = time.monotonic()
         with open(logs / f"rpc-scaling-{n}.err", "w") as err:
@@ -112,7 +119,7 @@ def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
              f"{f', {args.repeat} samples each' if args.repeat else ''}, one host, "
              f"servers started by steps.rpc_pool",
              f"{'servers':>7}  {'wall s':>7}  {'speedup':>7}  {'bar':>5}  {'builds s':>8}  {'slowest server s':>16}  "
-             f"{'failed':>6}  server busy s"]
+             f"{'failed':>6}  {'confirm s':>9}  server busy s"]
     verdicts = []
     for r in runs:
         speedup = base / r["wall_s"]
@@ -121,8 +128,12 @@ def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
         if bar is not None:
             verdicts.append(f"{r['servers']} servers {speedup:.2f}x (bar {bar}x): {'met' if speedup >= bar else 'SHORT'}")
         lines.append(f"{r['servers']:>7}  {r['wall_s']:>7.1f}  {speedup:>6.2f}x  {bar or '':>5}  {r['build_s']:>8.1f}  "
-                     f"{r['slowest_server_s']:>16.1f}  {r['failed']:>6}  "
+                     f"{r['slowest_server_s']:>16.1f}  {r['failed']:>6}  {r['confirm_server_s']:>9.1f}  "
                      + ", ".join(f"{v:.0f}" for v in r["server_busy_s"].values()))
+    for r in runs:
+        if r["finalists"]:
+            lines.append(f"confirmation, {r['servers']} server(s): {r['finalists']} finalists of "
+                         f"{r['confirmed_shapes']} shapes timed again in turns, {r['confirm_server_s']:.1f} s of server time")
     for n, rows in vs_one.items():
         lines.append(f"winners, {n} servers against 1: {winners.summary(rows)}")
         lines += [f"  {row['shape']}: {row['verdict']}, {n} servers' pick at {row['b_pick_in_a']:.2%} in the "
@@ -134,7 +145,8 @@ def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
         f"{r['servers']}: " + ", ".join(f"{k[:-2]} {v:.0f}" for k, v in r["server_phases_s"].items()) for r in runs))
     lines += verdicts
     doc = {"schema": "rpc-scaling-1", "gpu": gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-           "candidates_per_shape": args.candidates, "repeat": args.repeat, "same_winners": same,
+           "candidates_per_shape": args.candidates, "repeat": args.repeat, "confirm_rounds": args.confirm,
+           "same_winners": same,
            "winners_against_one_server": {str(n): {"summary": winners.summary(rows),
                                                    "not_the_same": [r for r in rows if r["verdict"] != "same"]}
                                           for n, rows in vs_one.items()},
@@ -148,6 +160,8 @@ def main(argv=None) -> int:
     p.add_argument("--servers", type=int, nargs="+", default=None, help="server counts (default 1, 2, 4 ... up to the GPUs)")
     p.add_argument("--candidates", type=int, default=10, help="candidates per shape (default 10)")
     p.add_argument("--repeat", type=int, default=None, help="timed samples per candidate (default: the sweep's)")
+    p.add_argument("--confirm", type=int, default=None,
+                   help="rounds of the finalists' second timing (default: the sweep's; 0: none)")
     p.add_argument("--shapes", default=None, help="MxNxK,... (default: bench/shapes.toml)")
     p.add_argument("--shape-file", type=Path, default=Path("bench/shapes.toml"))
     p.add_argument("--logs", type=Path, default=Path("logs"))

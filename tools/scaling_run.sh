@@ -2,7 +2,8 @@
 # Issue 33 on a lent machine with several GPUs (nvidia-h100-x2 / x4 kinds), from the project root:
 #   GPUS=0,1 [CANDIDATES=10] [LIMIT_S=480] [TESTS=0] [FORK=1] [PROBE=1] [REPEAT=n] bash tools/scaling_run.sh
 #   (carry [".gpu", ".rpcdeps"]; bash tools/rpcdeps.sh first). TESTS=1, the default, first runs
-#   tests/test_device_check.py -m gpu (~15 s). One server runs ~0.15 s of GPU per step-11 candidate.
+#   tests/test_device_check.py and tests/test_rpc.py -m gpu (~1-2 min). CONFIRM=n: the sweep's
+#   --confirm rounds. One server runs ~0.15 s of GPU per step-11 candidate.
 #   PROBE=1 first measures the host's build rate (tools/build_probe.py, ~2-3 min).
 # The same step-11 sweep through 1, 2 (and 4) servers (tools/rpc_scaling.py --save). logs/ come
 # back in $OUT/logs.tar (in $OUT/logs if cut off), results/ in $OUT/scaling-results.tar.
@@ -23,8 +24,9 @@ trap finish EXIT
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv > logs/scaling-nvidia-smi.csv
 cat logs/scaling-nvidia-smi.csv
 GPUS=${GPUS:-$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)}
-if [ "${TESTS:-1}" = 1 ]; then  # the device check against the host's, on the GPU (~20 s)
-  timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_device_check.py > logs/pytest-gpu-check.log 2>&1
+if [ "${TESTS:-1}" = 1 ]; then  # the device check against the host's, and a local and an RPC sweep, on the GPU (~1-2 min)
+  timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_device_check.py tests/test_rpc.py \
+    > logs/pytest-gpu-check.log 2>&1
   echo "pytest rc=$?"; tail -n 3 logs/pytest-gpu-check.log
 fi
 # What the sweep's imports cost here, before its clock starts (Python's own account).
@@ -36,5 +38,5 @@ if [ "${PROBE:-0}" = 1 ]; then
   echo "build_probe rc=$?"; cat logs/build_probe.out; tail -n 5 logs/build_probe.err
 fi
 timeout $(( ${LIMIT_S:-480} )) python3 tools/rpc_scaling.py --gpus "$GPUS" --candidates "${CANDIDATES:-10}" \
-  ${FORK:+--fork} ${REPEAT:+--repeat "$REPEAT"} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
+  ${FORK:+--fork} ${REPEAT:+--repeat "$REPEAT"} ${CONFIRM:+--confirm "$CONFIRM"} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
 echo "rpc_scaling rc=$?"; cat logs/rpc-scaling.out; tail -n 8 logs/rpc-scaling.err

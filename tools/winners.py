@@ -4,7 +4,9 @@
 
 Two sweeps never time alike, and a shape's best few candidates are often within 1% of each
 other (step 11's rasters differ by 0.2-0.7% on the H100): two local runs of the same
-candidates then pick different winners too. So per shape this says: the same config, or,
+candidates then pick different winners too. A sweep's winner is its confirmation's pick where
+it timed the shape's finalists again (steps.sweep --confirm), with those timings; else its
+fastest. So per shape this says: the same config, or,
 where not, how each log timed the other's winner against its own best ("tie at 99.6% / 99.8%":
 each pick is within 0.4% of the best in the other's timings). A pair of picks counts as a tie
 when both are within --noise (default 1%) of the best; anything more is DIFFERENT.
@@ -26,21 +28,31 @@ def load(path: Path) -> list[dict]:
 
 
 def timed(rows: list[dict]) -> dict:
-    """{shape: {config json: GFLOPS}} of the candidates measured without error."""
+    """{shape: {config json: GFLOPS}} of the candidates measured without error; where the sweep
+    timed a shape's finalists again (its "confirm" rows), those timings replace the first."""
     out: dict = {}
-    for r in rows:
+    for r in sorted(rows, key=lambda r: r.get("stage") == "confirm"):  # stable: confirmations last
         if "error" not in r and "gflops" in r:
             out.setdefault((r["M"], r["N"], r["K"]), {})[json.dumps(r["config"], sort_keys=True)] = r["gflops"]
     return out
 
 
+def picks(rows: list[dict]) -> dict:
+    """{shape: config json} of the finalist each confirmation kept (steps.sweep's pick), where one did."""
+    return {(r["M"], r["N"], r["K"]): json.dumps(r["config"], sort_keys=True)
+            for r in rows if r.get("stage") == "confirm" and r.get("pick")}
+
+
 def compare(rows_a: list[dict], rows_b: list[dict], noise: float = NOISE) -> list[dict]:
-    """Per shape both logs measured: each log's winner, and each winner's GFLOPS in the other
-    log as a fraction of that log's best; verdict "same", "tie" or "DIFFERENT"."""
+    """Per shape both logs measured: each log's winner (its confirmation's pick, else its
+    fastest), and each winner's GFLOPS in the other log as a fraction of that log's winner's;
+    verdict "same", "tie" or "DIFFERENT"."""
     a, b = timed(rows_a), timed(rows_b)
+    picked_a, picked_b = picks(rows_a), picks(rows_b)
     out = []
     for shape in sorted(set(a) & set(b)):
-        win_a, win_b = max(a[shape], key=a[shape].get), max(b[shape], key=b[shape].get)
+        win_a = picked_a.get(shape) or max(a[shape], key=a[shape].get)
+        win_b = picked_b.get(shape) or max(b[shape], key=b[shape].get)
         row = {"shape": "x".join(map(str, shape)), "a": win_a, "b": win_b,
                "a_best_gflops": a[shape][win_a], "b_best_gflops": b[shape][win_b]}
         if win_a == win_b:

@@ -53,6 +53,10 @@ def _positive(text: str) -> int:
     return _at_least(text, 1)
 
 
+def _non_negative(text: str) -> int:
+    return _at_least(text, 0)
+
+
 def _seed(text: str) -> int:
     """A seed numpy's default_rng takes: an integer >= 0."""
     return _at_least(text, 0)

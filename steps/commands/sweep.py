@@ -20,7 +20,10 @@ a worker whose CUDA context a fault has poisoned exits and is replaced.
 Step 11 is swept over a list of shapes instead, one stage per shape: the candidates are its
 module's ``sweep_candidates`` (step 10's own config and the shape rule's neighbourhood,
 schedules/shape_rule.py; ``--candidates`` per shape), all shapes' jobs in one pool, so the
-workers never wait on a stage. Its shapes: ``--shapes 256x256x16384,2048x64x2048``,
+workers never wait on a stage. Then each shape's finalists (``finalists``: its FINALISTS
+fastest within FINALIST_WITHIN of the best) are timed again in turns, ``--confirm`` rounds in
+one worker or on one server (harness.alternating_timings), and ``pick`` keeps one: one pass
+of 10 samples let a single low reading choose the winner (issue 33). Its shapes: ``--shapes 256x256x16384,2048x64x2048``,
 ``--shape-file bench/shapes.toml`` (the published set; read by default when it exists and
 no shape is given), ``--shape`` and ``--sizes``. ``--write`` merges the best per shape into
 ``schedules/tuned/step11.json`` (other shapes' entries stay), with the measured speed of
@@ -89,6 +92,11 @@ SHAPE_FILE = Path(schedules.__file__).resolve().parent.parent / "bench" / "shape
 TOP = 4  # configs carried from one stage to the next (staged sweeps)
 NEIGHBOURHOOD = 20  # candidates per shape for a step with sweep_candidates (step 11)
 MAX_NEIGHBOURHOOD = 25  # ~40 shapes x 25 in about 5 minutes on an H100 (12 build workers)
+# A shape sweep's confirmation round (sweep_shapes): its FINALISTS fastest within FINALIST_WITHIN
+# of the fastest are timed again, CONFIRM_ROUNDS rounds in turns; the fastest of them wins (pick).
+CONFIRM_ROUNDS = 5
+FINALISTS = 6
+FINALIST_WITHIN = 0.05
 
 
 def candidates(step, M: int, N: int, K: int, arch: str, space: dict, base) -> list:
@@ -160,6 +168,39 @@ def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) ->
     return out
 
 
+def _confirm(step_number: int, size, rows: list[dict], arch: str, repeat: int, rounds: int) -> dict:
+    """A shape's finalists (their first results, `rows`) built again here, then timed in turns
+    under the GPU lock (harness.alternating_timings), on the same inputs: rpc.Finalists's result.
+    Not checked again: the same configs passed the check when first measured."""
+    M, N, K = size
+    step = schedules.get_step(step_number)
+    out = {"M": M, "N": N, "K": K}
+    try:
+        libs = [schedules.build(step, M, N, K, arch=arch, config=step.Config.from_dict(r["config"])) for r in rows]
+        for lib in libs:
+            lib["main"]  # loading compiles the CUDA (NVRTC) here, outside the lock
+    except Exception as exc:
+        return {**out, "error": "build: " + harness._one_line(exc)}
+    import numpy as np
+
+    with _gpu_lock:
+        try:
+            runner = harness.KernelRunner(repeat=repeat)
+            a, b = harness.random_operands(M, N, K, np.random.default_rng())
+            args = [runner._tensor(a), runner._tensor(b), runner._tensor(np.zeros((M, N), np.float32))]
+            timings = harness.alternating_timings([lib.mod for lib in libs], runner.dev, args, repeat, rounds)
+        except Exception as exc:
+            out["error"] = "run: " + harness._one_line(exc)
+            print(json.dumps(out), file=sys.stderr, flush=True)
+            os._exit(3)  # a CUDA fault poisons this process's context, as in _evaluate
+    return {**out, "finalists": [harness.confirmed(r, t) for r, t in zip(rows, timings)]}
+
+
+def _confirm_died(job: tuple, why: str) -> dict:
+    _, (M, N, K), _, _, _, _ = job
+    return {"M": M, "N": N, "K": K, "error": why}
+
+
 _operands: dict = {}
 OPERAND_CACHE = 2  # sizes whose inputs a worker keeps: jobs come shape by shape
 
@@ -224,8 +265,9 @@ class Pool:
             self.pool.submit(_ready)
         return self
 
-    def run(self, jobs: list[tuple], on_result) -> None:
-        """Evaluate every job, calling on_result(job, result) as each finishes.
+    def run(self, jobs: list[tuple], on_result, evaluate=None, died=None) -> None:
+        """Evaluate every job, calling on_result(job, result) as each finishes; `evaluate` and
+        `died` in place of the pool's own, for these jobs.
 
         A dead worker breaks the whole pool and fails every job still in flight, and which
         job killed it is unknown: so those jobs are retried together in a fresh pool; the ones
@@ -233,16 +275,24 @@ class Pool:
         that breaks a pool by itself is reported as failed. (A kernel that kills its worker
         before it can report, as a misaligned address can, breaks the pool in both shared
         rounds and would otherwise take the jobs running beside it down with it.)"""
-        broken = self._round(jobs, list(range(len(jobs))), on_result)
+        evaluate, died = evaluate or self.evaluate, died or self.died
+        broken = self._round(evaluate, jobs, list(range(len(jobs))), on_result)
         if broken:
-            broken = self._round(jobs, broken, on_result)
+            broken = self._round(evaluate, jobs, broken, on_result)
         for i in broken:
-            if self._round(jobs, [i], on_result):
-                on_result(jobs[i], self.died(jobs[i], "worker died (CUDA fault?) twice"))
+            if self._round(evaluate, jobs, [i], on_result):
+                on_result(jobs[i], died(jobs[i], "worker died (CUDA fault?) twice"))
 
-    def _round(self, jobs: list[tuple], indices: list[int], on_result) -> list[int]:
+    def confirm(self, step_number: int, arch: str, repeat: int, rounds: int, groups: list[tuple],
+                on_result) -> None:
+        """Each (size, finalists' results) of `groups` timed again in turns (_confirm), calling
+        on_result((size,), result) as each group finishes (result: rpc.Finalists's)."""
+        jobs = [(step_number, size, rows, arch, repeat, rounds) for size, rows in groups]
+        self.run(jobs, lambda job, res: on_result((job[1],), res), evaluate=_confirm, died=_confirm_died)
+
+    def _round(self, evaluate, jobs: list[tuple], indices: list[int], on_result) -> list[int]:
         """Run these jobs in the pool; return those lost to a dead worker (the pool is renewed)."""
-        submitted = {self.pool.submit(self.evaluate, *jobs[i]): i for i in indices}
+        submitted = {self.pool.submit(evaluate, *jobs[i]): i for i in indices}
         broken = []
         for fut in futures.as_completed(submitted):
             i = submitted[fut]
@@ -321,17 +371,24 @@ class BuildPool(Pool):
 
 
 class RemotePool:
-    """The Pool's ``run`` and ``close``, measuring on the servers under a tracker's key.
+    """The Pool's ``run``, ``confirm`` and ``close``, measuring on the servers under a tracker's key.
 
     Candidates build and export here, in parallel build processes (a Pool running
     ``rpc.build_job``, in a thread of its own); each built one goes to the servers
     (``rpc.RemoteRunner``: a client thread per server, a session per batch), and results come
-    back to ``on_result`` in the calling thread, as the Pool's do."""
+    back to ``on_result`` in the calling thread, as the Pool's do. With `confirm`, the libraries
+    stay once measured, for ``confirm`` to send a shape's finalists to one server again; with
+    `stop_builds`, the build processes end as soon as the run's last candidate is built (no
+    build follows it: the servers go on measuring)."""
 
     def __init__(self, workers: int, remote: rpc.Remote, arch: str, builds: BuildPool | None = None,
-                 one_run: bool = False):
+                 stop_builds: bool = False, confirm: bool = False):
         self.remote = remote
-        self.one_run = one_run  # no run follows the first: its builds stop once all are built
+        self.arch = arch
+        self.stop_builds = stop_builds
+        self.keep = confirm
+        self.libraries: dict = {}  # log_key -> the library of a candidate built and measured
+        self.builds_stopped = False
         self.directory = tempfile.mkdtemp(prefix="sweep-rpc-")
         self.builds = builds or BuildPool(workers)
         self.runner = rpc.RemoteRunner(remote.tracker, remote.device, remote.timeout_s, remote.wait_s, arch,
@@ -355,18 +412,47 @@ class RemotePool:
             if "path" not in res:
                 self.runner.report(job, res)
                 return
-            number, size, _, _, repeat = job
-            self.runner.submit(rpc.Candidate(job, res.pop("path"), size, res, repeat, harness.tolerance(number)))
+            number, size, cfg, _, repeat = job
+            path = res.pop("path")
+            if self.keep:
+                self.libraries[log_key(size, cfg)] = path
+            self.runner.submit(rpc.Candidate(job, path, size, res, repeat, harness.tolerance(number), keep=self.keep))
 
         try:
             self.builds.run(builds, built)
-            if self.one_run:  # every candidate is built: the servers go on measuring
+            if self.stop_builds:  # every candidate is built: the servers go on measuring
                 self.builds.stop_workers()
+                self.builds_stopped = True
                 MILESTONES["builds stopped"] = time.monotonic()
         except BaseException as exc:  # noqa: BLE001 - every job must get a result, or run() waits forever
             for build in builds:
                 if id(build) not in reported:
                     self.runner.report(job_of[id(build)], _build_died(build, harness._one_line(exc)))
+
+    def confirm(self, step_number: int, arch: str, repeat: int, rounds: int, groups: list[tuple],
+                on_result) -> None:
+        """Pool.confirm's, on the servers: each group's libraries to one server (rpc.Finalists).
+        A finalist without a library (measured by an earlier run, --resume) is built first."""
+        missing = [(size, r["config"]) for size, rows in groups for r in rows
+                   if log_key(size, r["config"]) not in self.libraries]
+        if missing and not self.builds_stopped:
+            def built(build, res):
+                _, _, size, cfg, _, _ = build
+                if "path" in res:
+                    self.libraries[log_key(size, cfg)] = res["path"]
+
+            self.builds.run([(self.remote.build_spec, step_number, size, cfg, arch, self.directory)
+                             for size, cfg in missing], built)
+        count = 0
+        for size, rows in groups:
+            paths = [self.libraries.get(log_key(size, r["config"])) for r in rows]
+            if None in paths:
+                M, N, K = size
+                self.runner.report((size,), {"M": M, "N": N, "K": K, "error": "build: a finalist failed to build again"})
+            else:
+                self.runner.submit(rpc.Finalists((size,), paths, size, rows, repeat, rounds))
+            count += 1
+        self.runner.collect(count, on_result)
 
     def close(self):
         try:
@@ -377,8 +463,10 @@ class RemotePool:
 
 
 def _pool(workers: int, remote: rpc.Remote | None, arch: str, builds: BuildPool | None = None,
-          one_run: bool = False):
-    return Pool(workers) if remote is None else RemotePool(workers, remote, arch, builds, one_run)
+          stop_builds: bool = False, confirm: bool = False):
+    if remote is None:
+        return Pool(workers)
+    return RemotePool(workers, remote, arch, builds, stop_builds=stop_builds, confirm=confirm)
 
 
 # --- resuming: the candidates a --log already holds --------------------------------------------
@@ -406,8 +494,9 @@ def measured_in_log(step, path: Path) -> dict:
         except (ValueError, KeyError, TypeError):
             unreadable += 1
             continue
-        if res.get("step") != step.number or str(res.get("error", "")).startswith("rpc:"):
-            continue
+        if (res.get("step") != step.number or res.get("stage") == "confirm"
+                or str(res.get("error", "")).startswith("rpc:")):
+            continue  # a confirmation's rows too: a resumed sweep times its finalists again
         found[key] = {k: v for k, v in res.items() if k not in ("step", "stage", "rule_pick")}
     if unreadable:
         print(f"{path}: {unreadable} unreadable lines skipped", file=sys.stderr, flush=True)
@@ -500,8 +589,10 @@ def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start, measured
 
 def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: int, log,
                  sm_count: int, remote: rpc.Remote | None = None, measured: dict | None = None,
-                 builds: BuildPool | None = None) -> dict:
-    """One stage per shape, all in one pool: the step's ``sweep_candidates`` at each shape.
+                 builds: BuildPool | None = None, rounds: int = CONFIRM_ROUNDS) -> dict:
+    """One stage per shape, all in one pool: the step's ``sweep_candidates`` at each shape;
+    then, with `rounds`, each shape's finalists timed again in turns (``finalists``), the
+    fastest of them kept (``pick``).
     Returns {shape: {"best": result, "rule": result of the rule's own pick or None}}.
     `remote`, `measured` and `builds` as for ``sweep``."""
     from schedules import shape_rule
@@ -540,15 +631,50 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
         print(f"[{count[0]}/{len(jobs)} {options._size(size)} {time.time() - start:5.0f}s] {note:<28} {cfg_text}",
               file=sys.stderr, flush=True)
 
-    pool = _pool(workers, remote, arch, builds, one_run=True)
+    confirmed: dict = {}  # size -> its finalists' rows, timed again
+
+    def on_confirmed(job, res):
+        (size,) = job
+        MILESTONES["last confirmed"] = time.monotonic()
+        if "error" in res:
+            print(f"[confirm {len(confirmed)}/{len(groups)} {options._size(size)}] failed: {res['error'][:100]}; "
+                  "the first timings stand", file=sys.stderr, flush=True)
+            return
+        rows = res["finalists"]
+        kept = pick(rows)
+        confirmed[size] = rows
+        for r in rows:
+            r["pick"] = r is kept
+            if log:
+                log.write(json.dumps({"step": step.number, "stage": "confirm",
+                                      "rule_pick": r["config"] == rule_pick[size], **r}) + "\n")
+        if log:
+            log.flush()
+        print(f"[confirm {len(confirmed)}/{len(groups)} {options._size(size)} {time.time() - start:5.0f}s] "
+              f"{len(rows)} finalists, {rounds} rounds: {kept['gflops'] / 1e3:5.1f} TFLOPS (first "
+              f"{kept['first_gflops'] / 1e3:5.1f}) {options._config_text(step.Config.from_dict(kept['config']))}",
+              file=sys.stderr, flush=True)
+
+    groups: list = []
+    # Over RPC, the libraries stay for the finalists' second timing; the build processes stop
+    # once all are built, unless a resumed sweep's finalists may need building.
+    pool = _pool(workers, remote, arch, builds, stop_builds=not measured, confirm=rounds > 0)
     try:
         pool.run(jobs, on_result)
+        if rounds:
+            groups = [(size, rows) for size in shapes if len(rows := finalists(ok[size])) > 1]
+            # The longest groups first, so that none is left alone at the end while others idle.
+            groups.sort(key=lambda g: -len(g[1]) * max(harness.TARGET_SAMPLE_MS, g[1][0]["median_ms"]))
+            MILESTONES["finalists listed"] = time.monotonic()
+            print(f"confirming: {sum(len(rows) for _, rows in groups)} finalists of {len(groups)} shapes, "
+                  f"{rounds} rounds of {repeat} samples each", file=sys.stderr, flush=True)
+            pool.confirm(step.number, arch, repeat, rounds, groups, on_confirmed)
     finally:
         pool.close()
     MILESTONES["pool closed"] = time.monotonic()
     # Where the wall time went, beside the per-candidate times in --log: the start (imports, the
     # servers' probe, the candidates), the first result (build processes and sessions starting),
-    # the stream of results, the close.
+    # the stream of results, the confirmation, the close.
     # The clock's start as epoch seconds: tools/rpc_scaling.py adds the imports before it and the
     # exit after it.
     origin = MILESTONES.get("start", MILESTONES["candidates listed"])
@@ -561,13 +687,43 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
         if not ok[size]:
             print(f"no valid candidate ran at {options._size(size)}", flush=True)
             continue
-        ranked = sorted(ok[size], key=lambda r: -r["gflops"])
-        rule = next((r for r in ranked if r["config"] == rule_pick[size]), None)
-        best[size] = {"best": ranked[0], "rule": rule}
-        rule_text = f"rule's pick {rule['gflops'] / ranked[0]['gflops']:.0%} of it" if rule else "rule's pick failed"
-        print(f"best at {options._size(size)}: {ranked[0]['gflops'] / 1e3:.1f} TFLOPS "
-              f"{options._config_text(step.Config.from_dict(ranked[0]['config']))} ({rule_text})", flush=True)
+        best[size] = ranked_best(ok[size], confirmed.get(size), rule_pick[size])
+        top, rule = best[size]["best"], best[size]["rule"]
+        rule_text = f"rule's pick {rule['gflops'] / top['gflops']:.0%} of it" if rule else "rule's pick failed"
+        how = f"timed again in {rounds} rounds; first {top['first_gflops'] / 1e3:.1f}" if size in confirmed else "one pass"
+        print(f"best at {options._size(size)}: {top['gflops'] / 1e3:.1f} TFLOPS ({how}) "
+              f"{options._config_text(step.Config.from_dict(top['config']))} ({rule_text})", flush=True)
     return best
+
+
+def finalists(results: list[dict]) -> list[dict]:
+    """A shape's results worth timing again: the FINALISTS fastest, those within FINALIST_WITHIN
+    of the fastest. (Issue 33's runs: the winner of three runs together was among each run's
+    five fastest, always within 4% of its fastest; a shape had 6 candidates within 5% on average.)"""
+    ranked = sorted(results, key=lambda r: -r["gflops"])
+    return [r for r in ranked[:FINALISTS] if r["gflops"] >= (1 - FINALIST_WITHIN) * ranked[0]["gflops"]]
+
+
+def pick(rows: list[dict]) -> dict:
+    """The finalist a sweep keeps: the fastest once timed in turns (the median of its rounds).
+
+    No tie-break: on two H200s (issue 33) the finalists' rounds repeated within ~0.2% in a run,
+    and two runs' picks were the same or within 0.8% of each other in both runs' timings on all
+    43 shapes; a rule giving a finalist within 0.5% of the fastest to the candidate list's order
+    made more picks the same (40, not 32) but one pair of picks 1.0% apart, as a pick on the
+    band's edge went one way in one run and the other way in the next."""
+    return max(rows, key=lambda r: r["gflops"])
+
+
+def ranked_best(results: list[dict], confirmed: list[dict] | None, rule_pick: dict) -> dict:
+    """{"best", "rule"} of a shape: the confirmation's pick where its finalists were timed again
+    (``confirmed``: their rows, the pick's marked), else the fastest of the one pass; the rule's
+    own pick's result as the confirmation timed it where it was a finalist."""
+    rule = next((r for r in (confirmed or []) if r["config"] == rule_pick), None)
+    rule = rule or next((r for r in results if r["config"] == rule_pick), None)
+    if confirmed and any(r.get("pick") for r in confirmed):
+        return {"best": next(r for r in confirmed if r.get("pick")), "rule": rule}
+    return {"best": max(results, key=lambda r: r["gflops"]), "rule": rule}
 
 
 def write_tuned_shapes(step, best: dict, env: dict, path: Path) -> None:
@@ -592,26 +748,37 @@ def write_tuned_shapes(step, best: dict, env: dict, path: Path) -> None:
 
 def best_from_log(step, path: Path) -> dict:
     """A shape sweep's winners from its --log (e.g. of a run cut off by a time limit):
-    {shape: {"best": result, "rule": the rule's pick's result or None}}."""
+    {shape: {"best": result, "rule": the rule's pick's result or None}}, as the sweep ranked
+    them (ranked_best): a shape's confirmation pick where the log has one, else its fastest."""
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise options.UsageError(f"{path}: {harness._one_line(exc)}") from None
-    best: dict = {}
+    first: dict = {}
+    confirmed: dict = {}
+    rule_pick: dict = {}
+    # A confirmation's rows are consecutive lines, each config once: a row after another line,
+    # or repeating a config, starts another confirmation of its shape.
+    previous = None  # the last line's (stage, size)
     for line in lines:
         try:
             res = json.loads(line)
             size = (res["M"], res["N"], res["K"])
         except (ValueError, KeyError, TypeError):
             raise options.UsageError(f"{path}: not a sweep log line: {line[:60]!r}") from None
-        if res.get("step") != step.number or res.get("stage") != "shape" or "error" in res:
+        if res.get("step") != step.number or "error" in res or res.get("stage") not in ("shape", "confirm"):
+            previous = None
             continue
-        entry = best.setdefault(size, {"best": res, "rule": None})
-        if res["gflops"] > entry["best"]["gflops"]:
-            entry["best"] = res
         if res.get("rule_pick"):
-            entry["rule"] = res
-    return best
+            rule_pick[size] = res["config"]
+        if res["stage"] == "shape":
+            first.setdefault(size, []).append(res)
+        else:  # a later confirmation of the shape (a resumed sweep's) replaces an earlier one
+            if previous != ("confirm", size) or any(r["config"] == res["config"] for r in confirmed[size]):
+                confirmed[size] = []
+            confirmed[size].append(res)
+        previous = (res["stage"], size)
+    return {size: ranked_best(rows, confirmed.get(size), rule_pick.get(size)) for size, rows in first.items()}
 
 
 def parse_shape_list(text: str) -> list[tuple[int, int, int]]:
@@ -709,6 +876,10 @@ def parser(prog: str):
                    help="a shape set (step 11; default: bench/shapes.toml where it exists and no shape is given)")
     p.add_argument("--candidates", type=options._positive, default=NEIGHBOURHOOD,
                    help=f"configs measured per shape, step 11 (default: {NEIGHBOURHOOD}; at most {MAX_NEIGHBOURHOOD})")
+    p.add_argument("--confirm", type=options._non_negative, default=CONFIRM_ROUNDS, metavar="ROUNDS",
+                   help=f"step 11: time each shape's finalists (up to {FINALISTS}, within {FINALIST_WITHIN:.0%}% of "
+                        f"the best) again, in turns, this many rounds (default: {CONFIRM_ROUNDS}; 0: keep the "
+                        "first pass's best)")
     p.add_argument("--from-log", type=Path, default=None, metavar="JSONL",
                    help="step 11: no timing; the best per shape from a sweep's --log (with --write: its table)")
     p.add_argument("--step", type=int, required=True, help="the step whose config space to search")
@@ -793,9 +964,10 @@ def main(argv=None) -> int:
         by_shape = hasattr(step.module, "sweep_candidates")
         # Options of the other kind of sweep: an error, not silently ignored (a value other
         # than the default is what argparse can tell apart).
-        if not by_shape and (args.shapes or args.shape_file or args.candidates != NEIGHBOURHOOD):
-            raise options.UsageError(f"--shapes, --shape-file and --candidates are for a step swept by shape (11), "
-                                 f"not step {step.number}")
+        if not by_shape and (args.shapes or args.shape_file or args.candidates != NEIGHBOURHOOD
+                             or args.confirm != CONFIRM_ROUNDS):
+            raise options.UsageError(f"--shapes, --shape-file, --candidates and --confirm are for a step swept by "
+                                     f"shape (11), not step {step.number}")
         if by_shape and args.top != TOP:
             raise options.UsageError(f"--top is for the staged sweeps (steps 4-10), not step {step.number}")
         if args.candidates > MAX_NEIGHBOURHOOD:
@@ -855,7 +1027,7 @@ def main(argv=None) -> int:
         if by_shape:
             sm_count = _sm_count() if remote is None else _server_sm_count(info)
             best = sweep_shapes(step, sizes, arch, args.repeat, args.candidates, args.workers, log, sm_count,
-                                remote, measured, builds)
+                                remote, measured, builds, rounds=args.confirm)
         else:
             best = sweep(step, sizes, arch, args.repeat, args.top, args.workers, log, remote, measured, builds)
     finally:

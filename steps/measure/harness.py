@@ -61,6 +61,7 @@ class Timing:
     samples: int
     launches_per_sample: int
     host_us: float | None = None  # host time to submit one launch (host_submit_us)
+    rounds_ms: list[float] | None = None  # alternating_timings: each round's median
 
     def gflops(self, M: int, N: int, K: int) -> float:
         return flops(M, N, K) / (self.median_ms * 1e-3) / 1e9
@@ -169,6 +170,45 @@ def evaluator_timing(mod, dev, args, repeat: int) -> Timing:
     number = launches_per_sample(probe.mean * 1e3)
     result = mod.time_evaluator("main", dev, number=number, repeat=repeat)(*args)
     return summarize([r * 1e3 for r in result.results], number)
+
+
+def alternating_timings(mods: list, dev, args, repeat: int, rounds: int) -> list[Timing]:
+    """Each of ``mods`` timed again and again, in turns, on the same inputs: a warm-up as
+    evaluator_timing's, each one's launches per sample from a probe, then `rounds` rounds of
+    `repeat` samples of each (A B C, then C B A, so that a drift of the clocks falls on all
+    alike). Each one's Timing is over its rounds: median_ms the median of its rounds' medians
+    (one round read slow, by a clock dip or a neighbour, moves it little), rounds_ms those
+    medians, min_ms, max_ms and `samples` over all its samples.
+
+    Why a sweep has it: one pass of 10 samples per candidate read single candidates a few
+    percent slow or fast in one run and not the next (issue 33: the heaviest 1% of two runs'
+    differences were over 7%), enough to pick another winner among candidates within a few
+    percent of each other. Timed in turns, in one place, the finalists see the same clocks."""
+    if not mods:
+        return []
+    mods[0].time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=int(WARMUP_MS))(*args)
+    numbers = [launches_per_sample(mod.time_evaluator("main", dev, number=3, repeat=1)(*args).mean * 1e3)
+               for mod in mods]
+    timers = [mod.time_evaluator("main", dev, number=n, repeat=repeat) for mod, n in zip(mods, numbers)]
+    medians: list[list[float]] = [[] for _ in mods]
+    samples: list[list[float]] = [[] for _ in mods]
+    for r in range(rounds):
+        order = range(len(mods)) if r % 2 == 0 else range(len(mods) - 1, -1, -1)
+        for i in order:
+            ms = [s * 1e3 for s in timers[i](*args).results]
+            medians[i].append(statistics.median(ms))
+            samples[i] += ms
+    return [Timing(statistics.median(m), min(s), max(s), len(s), n, rounds_ms=m)
+            for m, s, n in zip(medians, samples, numbers)]
+
+
+def confirmed(result: dict, timing: Timing) -> dict:
+    """A sweep's result row (M, N, K, config, gflops) timed again by alternating_timings: its
+    config, the new median and GFLOPS, each round's median, and the first timing's GFLOPS."""
+    M, N, K = result["M"], result["N"], result["K"]
+    return {"M": M, "N": N, "K": K, "config": result["config"], "median_ms": timing.median_ms,
+            "gflops": timing.gflops(M, N, K), "rounds_ms": [round(ms, 6) for ms in timing.rounds_ms or []],
+            "first_gflops": result.get("gflops")}
 
 
 # --- GPU ------------------------------------------------------------------------------

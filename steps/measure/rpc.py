@@ -400,6 +400,36 @@ class Candidate:
     repeat: int
     tolerance: float
     attempts: int = 0
+    keep: bool = False  # its library stays once measured (a confirmation round may time it again)
+
+    def failed(self, why: str) -> dict:
+        return {**self.result, "error": why}
+
+    def libraries(self) -> list[str]:
+        return [] if self.keep else [self.path]
+
+
+@dataclass
+class Finalists:
+    """A shape's best few candidates, built and measured once already, on their way to one
+    server to be timed again in turns (harness.alternating_timings), in one session: `results`
+    are their first results (M, N, K, config, gflops), `paths` their libraries. The result is
+    {M, N, K, "finalists": [harness.confirmed rows]}, or with "error"."""
+
+    job: tuple
+    paths: list[str]
+    size: tuple
+    results: list[dict]
+    repeat: int
+    rounds: int
+    attempts: int = 0
+
+    def failed(self, why: str) -> dict:
+        M, N, K = self.size
+        return {"M": M, "N": N, "K": K, "error": why}
+
+    def libraries(self) -> list[str]:
+        return list(self.paths)
 
 
 @dataclass
@@ -411,6 +441,7 @@ class _Session:
     tensors: dict = field(default_factory=dict)  # size -> _SizeOnDevice, oldest first
     checker: object = None  # the check's library (schedules/device_check.py), loaded on the server
     measured: int = 0
+    warm_s: float | None = None  # RemoteRunner._warm's time, before the first candidate
 
     @classmethod
     def open(cls, tracker: Tracker, session_s: float) -> _Session:
@@ -633,6 +664,8 @@ class RemoteRunner:
                     client.session = self._open()
                 except Exception:  # noqa: BLE001 - none free, or a fault: the candidates' path asks again and reports
                     pass
+            if client.session is not None:
+                self._warm(client.session)
             self._serve_until_done(client)
         finally:
             client.session = None  # ends the session: the server takes its next client
@@ -662,7 +695,8 @@ class RemoteRunner:
                     continue
             started = time.monotonic()
             client.running = (candidate, started)
-            result, keep = self._measure(client.session, candidate, started)
+            measure = self._confirm if isinstance(candidate, Finalists) else self._measure
+            result, keep = measure(client.session, candidate, started)
             with self._lock:  # the collecting thread may have given this candidate up meanwhile
                 if client.abandoned:
                     return
@@ -670,8 +704,24 @@ class RemoteRunner:
             if not keep:
                 client.session = None
             if result is not None:
-                _remove(candidate.path)
+                _remove(*candidate.libraries())
                 self._results.put((candidate.job, result))
+
+    def _warm(self, session: _Session) -> None:
+        """Ready the session's device before its first candidate, while the candidates still
+        build: the first device call creates the CUDA context, and the check's library loads on
+        the device at its first call. (In issue 33's first run on two H200s, both servers' first
+        candidates spent 4-5 s making their inputs, where a one-server run's spent 0.24 s.) A
+        fault here is left for the first candidate to meet and report."""
+        import tvm
+
+        started = time.monotonic()
+        try:
+            dev = session.rpc.cuda(0) if self.device == "cuda" else session.rpc.cpu(0)
+            self._checker(session)["uniform"](tvm.runtime.empty((1, 1), "float32", dev), 0)  # (R, C) any
+        except Exception:  # noqa: BLE001
+            return
+        session.warm_s = round(time.monotonic() - started, 3)
 
     def _open(self) -> _Session:
         with self._lock:
@@ -710,22 +760,58 @@ class RemoteRunner:
         out["rpc"] = {"server": session.server, "load_s": round(loaded - started, 3),
                       "run_s": round(done - loaded, 3), "operands_s": round(prepared - loaded, 3),
                       "check_s": round(checked - prepared, 3), "time_s": round(done - checked, 3)}
+        if session.measured == 1 and session.warm_s is not None:  # the session's first: its warm-up
+            out["rpc"]["warm_s"] = session.warm_s
         if not err <= candidate.tolerance:
             out["error"] = f"wrong result: relative error {err:.3g}"
         return out, True
 
-    def _fault(self, session: _Session, candidate: Candidate, phase: str, exc: Exception,
+    def _confirm(self, session: _Session, finalists: Finalists, started: float) -> tuple[dict | None, bool]:
+        """A shape's finalists timed again, in turns, in this session (harness.alternating_timings):
+        (the result, whether the session is still good), as _measure's. They are not checked
+        again: the same libraries passed the check when they were first measured."""
+        names = [os.path.basename(path) for path in finalists.paths]
+        phase = "load"
+        try:
+            mods = []
+            for path, name in zip(finalists.paths, names):
+                session.rpc.upload(path)
+                mods.append(session.rpc.load_module(name))
+            loaded = time.monotonic()
+            phase = "run"
+            dev = session.rpc.cuda(0) if self.device == "cuda" else session.rpc.cpu(0)
+            tensors = self._tensors(session, dev, finalists.size)
+            prepared = time.monotonic()
+            timings = harness.alternating_timings(mods, dev, [tensors.a, tensors.b, tensors.timed],
+                                                  finalists.repeat, finalists.rounds)
+            for name in names:
+                session.rpc.remove(name)
+        except Exception as exc:
+            return self._fault(session, finalists, phase, exc, started), False
+        done = time.monotonic()
+        count = len(mods)
+        # The group's server time, shared out: each row's load_s and run_s sum to it.
+        share = {"server": session.server, "load_s": round((loaded - started) / count, 3),
+                 "run_s": round((done - loaded) / count, 3), "operands_s": round((prepared - loaded) / count, 3),
+                 "time_s": round((done - prepared) / count, 3)}
+        with self._lock:
+            self.served[session.server] += count
+        M, N, K = finalists.size
+        rows = [{**harness.confirmed(res, timing), "rpc": share} for res, timing in zip(finalists.results, timings)]
+        return {"M": M, "N": N, "K": K, "finalists": rows}, True
+
+    def _fault(self, session: _Session, candidate: Candidate | Finalists, phase: str, exc: Exception,
                started: float) -> dict | None:
         """The result of a candidate whose load or run raised: a timeout, a lost session (put
         back once), or the kernel's own error."""
         text = harness._one_line(exc)
         if "RPCSessionTimeoutError" in str(exc) or session.age() >= 0.95 * self.session_s:
-            return {**candidate.result, "error": f"timeout: still running on {session.server} after "
-                                                 f"{time.monotonic() - started:.0f} s (--timeout {self.timeout_s:g})"}
+            return candidate.failed(f"timeout: still running on {session.server} after "
+                                    f"{time.monotonic() - started:.0f} s (--timeout {self.timeout_s:g})")
         if not _alive(session):
             self._lost(candidate, f"{session.server}: {text}")
             return None
-        return {**candidate.result, "error": f"{phase}: {text}"}
+        return candidate.failed(f"{phase}: {text}")
 
     def _lost(self, candidate: Candidate, why: str) -> None:
         candidate.attempts += 1
@@ -736,9 +822,9 @@ class RemoteRunner:
         else:
             self._fail(candidate, f"rpc: the session was lost twice (its server died, or the kernel crashed it): {why}")
 
-    def _fail(self, candidate: Candidate, why: str) -> None:
-        _remove(candidate.path)
-        self._results.put((candidate.job, {**candidate.result, "error": why}))
+    def _fail(self, candidate: Candidate | Finalists, why: str) -> None:
+        _remove(*candidate.libraries())
+        self._results.put((candidate.job, candidate.failed(why)))
 
     def _checker(self, session: _Session):
         if session.checker is None:
@@ -778,8 +864,9 @@ def _alive(session: _Session) -> bool:
         return False
 
 
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
+def _remove(*paths: str) -> None:
+    for path in paths:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
