@@ -37,9 +37,9 @@ class FakeMod:
         assert fn == "main" and dev == "dev"
 
         def run(*args):
-            assert args == ("a", "b", "c")
+            assert args in (("a", "b", "c"), ("a2", "b2", "c2"))
             kind = "warm" if min_repeat_ms else ("probe" if repeat == 1 else "time")
-            self.calls.append((self.name, kind, number))
+            self.calls.append((self.name, kind, number, args[0]))
             value = 0.01 if kind != "time" else self.ms.pop(0)  # probe: 10 us a launch
             return type("R", (), {"results": [value * 1e-3] * repeat, "mean": value * 1e-3})()
 
@@ -50,17 +50,20 @@ def test_alternating_timings_take_turns_and_keep_each_ones_median_of_rounds():
     calls: list = []
     # b's third round reads slow (a clock dip): its median of rounds stays 2.0
     mods = [FakeMod("a", calls, [1.0, 1.1, 0.9, 1.0, 1.0]), FakeMod("b", calls, [2.0, 2.0, 9.0, 2.1, 1.9])]
-    timings = harness.alternating_timings(mods, "dev", ("a", "b", "c"), repeat=4, rounds=5)
-    assert calls[0] == ("a", "warm", 1)  # one warm-up, then each one's probe
-    assert calls[1:3] == [("a", "probe", 3), ("b", "probe", 3)]
-    # a probe of 10 us a launch: 100 launches a sample (harness.TARGET_SAMPLE_MS)
+    sets = [("a", "b", "c"), ("a2", "b2", "c2")]  # the same inputs at other addresses
+    timings = harness.alternating_timings(mods, "dev", sets, repeat=4, rounds=5)
+    assert calls[0] == ("a", "warm", 1, "a")  # one warm-up, then each one's probe
+    assert calls[1:3] == [("a", "probe", 3, "a"), ("b", "probe", 3, "a")]
+    # a probe of 10 us a launch: 100 launches a sample (harness.TARGET_SAMPLE_MS); the rounds take
+    # turns on the argument sets
     assert [c[0] for c in calls[3:]] == list("ab" "ba" "ab" "ba" "ab")
-    assert all(c[1:] == ("time", 100) for c in calls[3:])
+    assert [c[3] for c in calls[3:]] == ["a", "a", "a2", "a2", "a", "a", "a2", "a2", "a", "a"]
+    assert all(c[1:3] == ("time", 100) for c in calls[3:])
     a, b = timings
     assert a.rounds_ms == pytest.approx([1.0, 1.1, 0.9, 1.0, 1.0]) and a.median_ms == pytest.approx(1.0)
     assert b.rounds_ms == pytest.approx([2.0, 2.0, 9.0, 2.1, 1.9]) and b.median_ms == pytest.approx(2.0)
     assert (b.samples, b.min_ms, b.max_ms, b.launches_per_sample) == (20, pytest.approx(1.9), pytest.approx(9.0), 100)
-    assert harness.alternating_timings([], "dev", (), 4, 5) == []
+    assert harness.alternating_timings([], "dev", [()], 4, 5) == []
 
 
 # --- finalists and the pick ----------------------------------------------------------------------

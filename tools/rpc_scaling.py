@@ -12,7 +12,8 @@ per count, speedup against one server, whether every count picked the same winne
 and where the time went, from the sweep's log: the builds here (summed over candidates, and
 the build processes' share of the wall), each server's busy time (upload and load, check and
 timing), the slowest server's, and what is left (the tracker, the client, waiting). Issue 33's
-bars: at least 1.8x on 2 servers and 3.3x on 4.
+bars: at least 1.8x on 2 servers and 3.3x on 4. ``--control`` runs the one-server sweep once
+more at the end: how far the sweep repeats itself on one GPU, the yardstick for the winners.
 """
 
 from __future__ import annotations
@@ -55,13 +56,13 @@ def where_time_went(rows: list[dict]) -> dict:
             "confirm_server_s": round(sum(r["rpc"]["load_s"] + r["rpc"]["run_s"] for r in again if "rpc" in r), 1)}
 
 
-def run(n: int, gpus: list[str], args, logs: Path) -> dict:
+def run(n: int, gpus: list[str], args, logs: Path, tag: str = "") -> dict:
     from steps.commands import rpc_pool
 
-    launch = rpc_pool.Launch(gpus[:n], f"scaling-{n}", host="127.0.0.1", port=0, server_port=0,
+    launch = rpc_pool.Launch(gpus[:n], f"scaling-{n}{tag}", host="127.0.0.1", port=0, server_port=0,
                              say=lambda line: print(f"  launcher: {line}", file=sys.stderr, flush=True),
                              spawn=not args.fork)
-    log = logs / f"rpc-scaling-{n}.jsonl"
+    log = logs / f"rpc-scaling-{n}{tag}.jsonl"
     log.unlink(missing_ok=True)
     launch.start()
     try:
@@ -79,7 +80,7 @@ def run(n: int, gpus: list[str], args, logs: Path) -> dict:
             cmd += ["--confirm", str(args.confirm)]
         launched = time.time()
         started = time.monotonic()
-        with open(logs / f"rpc-scaling-{n}.err", "w") as err:
+        with open(logs / f"rpc-scaling-{n}{tag}.err", "w") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
             while proc.poll() is None:
                 launch.watch()  # restarts a server a kernel crashed, as the launcher's command does
@@ -90,7 +91,7 @@ def run(n: int, gpus: list[str], args, logs: Path) -> dict:
         launch.stop()
     rows = sweep_log(log)
     # the sweep's own time line (steps.sweep prints it): its start, first and last result, close
-    lines = [line for line in (logs / f"rpc-scaling-{n}.err").read_text().splitlines() if line.startswith("time line")]
+    lines = [line for line in (logs / f"rpc-scaling-{n}{tag}.err").read_text().splitlines() if line.startswith("time line")]
     return {"servers": n, "wall_s": round(wall, 1), "rc": proc.returncode, **where_time_went(rows),
             "timeline": outside_the_clock(lines[-1], launched, ended) if lines else None, "rows": rows}
 
@@ -109,7 +110,7 @@ def outside_the_clock(line: str, launched: float, ended: float) -> str:
     return text
 
 
-def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
+def report(runs: list[dict], gpu: str, args, control: dict | None = None) -> tuple[str, dict]:
     base = runs[0]["wall_s"]
     # The same winners, or ties within noise (tools/winners.py), against the one-server run.
     vs_one = {r["servers"]: winners.compare(runs[0]["rows"], r["rows"]) for r in runs[1:]}
@@ -139,6 +140,19 @@ def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
         lines += [f"  {row['shape']}: {row['verdict']}, {n} servers' pick at {row['b_pick_in_a']:.2%} in the "
                   f"1-server run, its pick at {row['a_pick_in_b']:.2%} in the {n}-server run"
                   for row in rows if row["verdict"] != "same"]
+    if control is not None:
+        # The same one-server sweep again: how far a run repeats itself, the yardstick for the rest.
+        again = winners.compare(runs[0]["rows"], control["rows"])
+        lines.append(f"control, one server again: {control['wall_s']:.1f} s "
+                     f"({control['wall_s'] / base - 1:+.1%} from the first); winners against the first: "
+                     f"{winners.summary(again)}")
+        lines += [f"  {row['shape']}: {row['verdict']}, the control's pick at {row['b_pick_in_a']:.2%} in the first "
+                  f"run, the first's at {row['a_pick_in_b']:.2%} in the control" for row in again if row["verdict"] != "same"]
+        for r in runs[1:]:
+            against = winners.compare(control["rows"], r["rows"])
+            lines.append(f"winners, {r['servers']} servers against the control: {winners.summary(against)}")
+            vs_one[f"{r['servers']} vs control"] = against
+        vs_one["control vs 1"] = again
     lines += [f"time line of the {r['servers']}-server sweep (s from its clock's start, after its imports): {r['timeline']}"
               for r in runs if r.get("timeline")]
     lines.append("server time by phase (s): " + "; ".join(
@@ -150,7 +164,8 @@ def report(runs: list[dict], gpu: str, args) -> tuple[str, dict]:
            "winners_against_one_server": {str(n): {"summary": winners.summary(rows),
                                                    "not_the_same": [r for r in rows if r["verdict"] != "same"]}
                                           for n, rows in vs_one.items()},
-           "runs": [{k: v for k, v in r.items() if k != "rows"} for r in runs]}
+           "runs": [{k: v for k, v in r.items() if k != "rows"} for r in runs],
+           "control": None if control is None else {k: v for k, v in control.items() if k != "rows"}}
     return "\n".join(lines), doc
 
 
@@ -167,6 +182,8 @@ def main(argv=None) -> int:
     p.add_argument("--logs", type=Path, default=Path("logs"))
     p.add_argument("--save", action="store_true", help="write results/<gpu>/rpc_scaling.txt and .json")
     p.add_argument("--fork", action="store_true", help="servers fork their sessions (rpc_pool --fork)")
+    p.add_argument("--control", action="store_true",
+                   help="then the one-server sweep again, and every run's winners against it too")
     p.add_argument("--cpu-test", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     gpus = [g for g in args.gpus.split(",") if g]
@@ -193,14 +210,19 @@ def main(argv=None) -> int:
         print(f"{n} server(s) ...", file=sys.stderr, flush=True)
         runs.append(run(n, gpus, args, args.logs))
         print(f"  {runs[-1]['wall_s']} s", file=sys.stderr, flush=True)
-    text, doc = report(runs, gpu, args)
+    control = None
+    if args.control:
+        print("1 server again (the control) ...", file=sys.stderr, flush=True)
+        control = run(1, gpus, args, args.logs, tag="-control")
+        print(f"  {control['wall_s']} s", file=sys.stderr, flush=True)
+    text, doc = report(runs, gpu, args, control)
     print(text)
     if args.save and not args.cpu_test:
         gpu_dir = results.RESULTS_DIR / results.gpu_slug(gpu)
         results.write_json_atomic(gpu_dir / "rpc_scaling.json", doc)
         results.write_text_atomic(gpu_dir / "rpc_scaling.txt", text + "\n")
         print(f"saved {gpu_dir / 'rpc_scaling.txt'}")
-    return 0 if all(r["rc"] == 0 for r in runs) else 1
+    return 0 if all(r["rc"] == 0 for r in runs + ([control] if control else [])) else 1
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 #   GPUS=0,1 [CANDIDATES=10] [LIMIT_S=480] [TESTS=0] [FORK=1] [PROBE=1] [REPEAT=n] bash tools/scaling_run.sh
 #   (carry [".gpu", ".rpcdeps"]; bash tools/rpcdeps.sh first). TESTS=1, the default, first runs
 #   tests/test_device_check.py and tests/test_rpc.py -m gpu (~1-2 min). CONFIRM=n: the sweep's
-#   --confirm rounds. One server runs ~0.15 s of GPU per step-11 candidate.
+#   --confirm rounds. CONTROL=1: the one-server sweep again at the end. One server runs ~0.15 s of GPU per step-11 candidate.
 #   PROBE=1 first measures the host's build rate (tools/build_probe.py, ~2-3 min).
 # The same step-11 sweep through 1, 2 (and 4) servers (tools/rpc_scaling.py --save). logs/ come
 # back in $OUT/logs.tar (in $OUT/logs if cut off), results/ in $OUT/scaling-results.tar.
@@ -38,5 +38,5 @@ if [ "${PROBE:-0}" = 1 ]; then
   echo "build_probe rc=$?"; cat logs/build_probe.out; tail -n 5 logs/build_probe.err
 fi
 timeout $(( ${LIMIT_S:-480} )) python3 tools/rpc_scaling.py --gpus "$GPUS" --candidates "${CANDIDATES:-10}" \
-  ${FORK:+--fork} ${REPEAT:+--repeat "$REPEAT"} ${CONFIRM:+--confirm "$CONFIRM"} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
+  ${FORK:+--fork} ${REPEAT:+--repeat "$REPEAT"} ${CONFIRM:+--confirm "$CONFIRM"} ${CONTROL:+--control} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
 echo "rpc_scaling rc=$?"; cat logs/rpc-scaling.out; tail -n 8 logs/rpc-scaling.err

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -95,13 +97,31 @@ def free_port(host: str, start: int, taken=()) -> int:
     raise LaunchError(f"no free port on {host} from {start}")
 
 
-def server_environment(gpu: str) -> dict:
-    """A server's environment: ours, the project's NVRTC set-up, and its one GPU."""
+def server_environment(gpu: str, no_torch: str | None = None) -> dict:
+    """A server's environment: ours, the project's NVRTC set-up, and its one GPU; with
+    `no_torch` (a folder, no_torch_folder's), that folder first on its PYTHONPATH."""
     env = dict(os.environ)
     nvrtc.use_wheel_headers(env)
     nvrtc.keep_subnormals(env)
     env["CUDA_VISIBLE_DEVICES"] = gpu
+    if no_torch:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (no_torch, env.get("PYTHONPATH")) if p)
     return env
+
+
+def no_torch_folder() -> str:
+    """A new folder holding a `torch` package whose import fails, for the servers' PYTHONPATH.
+
+    tvm_ffi imports torch whenever it is installed, and a server and its sessions never use it:
+    on the H100's host that import was 2.6 s of each spawned session's start, and the session
+    that first asks a server what it is stands between a sweep and its first result. An
+    ImportError is what tvm_ffi takes as "no torch". (python -m steps.sweep does the same for
+    itself and its build processes: steps/sweep.py.)"""
+    folder = tempfile.mkdtemp(prefix="rpc-pool-")
+    os.mkdir(os.path.join(folder, "torch"))
+    with open(os.path.join(folder, "torch", "__init__.py"), "w") as f:
+        f.write('raise ImportError("torch is kept out of RPC servers started by steps.rpc_pool")\n')
+    return folder
 
 
 def missing_packages(tracker: bool) -> list[str]:
@@ -131,6 +151,7 @@ class Launch:
                  say=None, ready_s: float = READY_S, spawn: bool = True):
         self.gpus = gpus
         self.spawn = spawn
+        self.no_torch: str | None = None  # no_torch_folder(), made with the first server, removed at stop
         self.key = key
         self.host = host
         self.custom_addr = custom_addr
@@ -212,7 +233,9 @@ class Launch:
             # On the H100 (driver 580, 2026-11-25) a forked session's driver-API calls failed
             # with CUDA_ERROR_NOT_INITIALIZED; spawned sessions work (tools/fork_probe.py).
             cmd += ["--no-fork"]
-        server.proc = subprocess.Popen(cmd, env=server_environment(server.gpu), start_new_session=True,
+        if self.no_torch is None:
+            self.no_torch = no_torch_folder()
+        server.proc = subprocess.Popen(cmd, env=server_environment(server.gpu, self.no_torch), start_new_session=True,
                                        stdin=subprocess.DEVNULL)
         server.started, server.seen = time.monotonic(), None
 
@@ -264,6 +287,9 @@ class Launch:
         _stop(self.servers)
         if self.tracker_process is not None:
             _stop([self.tracker_process])
+        if self.no_torch is not None:
+            shutil.rmtree(self.no_torch, ignore_errors=True)
+            self.no_torch = None
 
     # --- what to tell the user ---
 

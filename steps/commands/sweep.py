@@ -94,7 +94,8 @@ NEIGHBOURHOOD = 20  # candidates per shape for a step with sweep_candidates (ste
 MAX_NEIGHBOURHOOD = 25  # ~40 shapes x 25 in about 5 minutes on an H100 (12 build workers)
 # A shape sweep's confirmation round (sweep_shapes): its FINALISTS fastest within FINALIST_WITHIN
 # of the fastest are timed again, CONFIRM_ROUNDS rounds in turns; the fastest of them wins (pick).
-CONFIRM_ROUNDS = 5
+CONFIRM_ROUNDS = 10
+CONFIRM_SAMPLES = 5  # per finalist and round: 50 in all, against the first pass's 10
 FINALISTS = 6
 FINALIST_WITHIN = 0.05
 
@@ -186,9 +187,12 @@ def _confirm(step_number: int, size, rows: list[dict], arch: str, repeat: int, r
     with _gpu_lock:
         try:
             runner = harness.KernelRunner(repeat=repeat)
-            a, b = harness.random_operands(M, N, K, np.random.default_rng())
-            args = [runner._tensor(a), runner._tensor(b), runner._tensor(np.zeros((M, N), np.float32))]
-            timings = harness.alternating_timings([lib.mod for lib in libs], runner.dev, args, repeat, rounds)
+            rng = np.random.default_rng()
+            arg_sets = []
+            for _ in range(harness.PLACEMENTS):  # the same inputs drawn again, at addresses of their own
+                a, b = harness.random_operands(M, N, K, rng)
+                arg_sets.append([runner._tensor(a), runner._tensor(b), runner._tensor(np.zeros((M, N), np.float32))])
+            timings = harness.alternating_timings([lib.mod for lib in libs], runner.dev, arg_sets, repeat, rounds)
         except Exception as exc:
             out["error"] = "run: " + harness._one_line(exc)
             print(json.dumps(out), file=sys.stderr, flush=True)
@@ -667,8 +671,8 @@ def sweep_shapes(step, shapes, arch: str, repeat: int, per_shape: int, workers: 
             groups.sort(key=lambda g: -len(g[1]) * max(harness.TARGET_SAMPLE_MS, g[1][0]["median_ms"]))
             MILESTONES["finalists listed"] = time.monotonic()
             print(f"confirming: {sum(len(rows) for _, rows in groups)} finalists of {len(groups)} shapes, "
-                  f"{rounds} rounds of {repeat} samples each", file=sys.stderr, flush=True)
-            pool.confirm(step.number, arch, repeat, rounds, groups, on_confirmed)
+                  f"{rounds} rounds of {CONFIRM_SAMPLES} samples each", file=sys.stderr, flush=True)
+            pool.confirm(step.number, arch, CONFIRM_SAMPLES, rounds, groups, on_confirmed)
     finally:
         pool.close()
     MILESTONES["pool closed"] = time.monotonic()

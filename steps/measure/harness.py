@@ -172,27 +172,35 @@ def evaluator_timing(mod, dev, args, repeat: int) -> Timing:
     return summarize([r * 1e3 for r in result.results], number)
 
 
-def alternating_timings(mods: list, dev, args, repeat: int, rounds: int) -> list[Timing]:
-    """Each of ``mods`` timed again and again, in turns, on the same inputs: a warm-up as
-    evaluator_timing's, each one's launches per sample from a probe, then `rounds` rounds of
-    `repeat` samples of each (A B C, then C B A, so that a drift of the clocks falls on all
-    alike). Each one's Timing is over its rounds: median_ms the median of its rounds' medians
-    (one round read slow, by a clock dip or a neighbour, moves it little), rounds_ms those
-    medians, min_ms, max_ms and `samples` over all its samples.
+PLACEMENTS = 3  # allocations of a size's operands a confirmation's rounds take turns on
+
+
+def alternating_timings(mods: list, dev, arg_sets: list, repeat: int, rounds: int) -> list[Timing]:
+    """Each of ``mods`` timed again and again, in turns: a warm-up as evaluator_timing's, each
+    one's launches per sample from a probe, then `rounds` rounds of `repeat` samples of each
+    (A B C, then C B A, so that a drift of the clocks falls on all alike), round r on the
+    arguments ``arg_sets[r % len(arg_sets)]``: the same inputs drawn again at other addresses.
+    Each one's Timing is over its rounds: median_ms the median of its rounds' medians (a round
+    read slow by a clock dip moves it little), rounds_ms those medians, min_ms, max_ms and
+    `samples` over all its samples.
 
     Why a sweep has it: one pass of 10 samples per candidate read single candidates a few
     percent slow or fast in one run and not the next (issue 33: the heaviest 1% of two runs'
     differences were over 7%), enough to pick another winner among candidates within a few
-    percent of each other. Timed in turns, in one place, the finalists see the same clocks."""
+    percent of each other. Timed in turns, in one place, the finalists see the same clocks; on
+    several allocations, no one placement of the data in memory decides (on an H200, the same
+    finalists of 1x4096x4096 ranked within 0.3% on three allocations and 1% apart on a fourth)."""
     if not mods:
         return []
-    mods[0].time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=int(WARMUP_MS))(*args)
-    numbers = [launches_per_sample(mod.time_evaluator("main", dev, number=3, repeat=1)(*args).mean * 1e3)
+    first = arg_sets[0]
+    mods[0].time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=int(WARMUP_MS))(*first)
+    numbers = [launches_per_sample(mod.time_evaluator("main", dev, number=3, repeat=1)(*first).mean * 1e3)
                for mod in mods]
     timers = [mod.time_evaluator("main", dev, number=n, repeat=repeat) for mod, n in zip(mods, numbers)]
     medians: list[list[float]] = [[] for _ in mods]
     samples: list[list[float]] = [[] for _ in mods]
     for r in range(rounds):
+        args = arg_sets[r % len(arg_sets)]
         order = range(len(mods)) if r % 2 == 0 else range(len(mods) - 1, -1, -1)
         for i in order:
             ms = [s * 1e3 for s in timers[i](*args).results]

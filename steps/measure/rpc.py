@@ -781,9 +781,9 @@ class RemoteRunner:
             phase = "run"
             dev = session.rpc.cuda(0) if self.device == "cuda" else session.rpc.cpu(0)
             tensors = self._tensors(session, dev, finalists.size)
+            arg_sets = [[tensors.a, tensors.b, tensors.timed]] + self._placements(session, dev, finalists.size)
             prepared = time.monotonic()
-            timings = harness.alternating_timings(mods, dev, [tensors.a, tensors.b, tensors.timed],
-                                                  finalists.repeat, finalists.rounds)
+            timings = harness.alternating_timings(mods, dev, arg_sets, finalists.repeat, finalists.rounds)
             for name in names:
                 session.rpc.remove(name)
         except Exception as exc:
@@ -851,6 +851,23 @@ class RemoteRunner:
             checker["reference"](t.a, t.b, t.ref)
             session.tensors[size] = t
         return session.tensors[size]
+
+
+    def _placements(self, session: _Session, dev, size) -> list[list]:
+        """harness.PLACEMENTS - 1 more sets of A, B and C for a confirmation, drawn on the device
+        at addresses of their own (all alive together); freed with the group."""
+        import tvm
+
+        M, N, K = size
+        sets = []
+        for _ in range(harness.PLACEMENTS - 1):
+            a, b = tvm.runtime.empty((M, K), "float32", dev), tvm.runtime.empty((K, N), "float32", dev)
+            with self._lock:
+                seeds = [int(s) for s in self._seeds.integers(2**32, size=2)]
+            self._checker(session)["uniform"](a, seeds[0])
+            self._checker(session)["uniform"](b, seeds[1])
+            sets.append([a, b, tvm.runtime.empty((M, N), "float32", dev)])
+        return sets
 
 
 def _alive(session: _Session) -> bool:
