@@ -74,9 +74,10 @@ def row(raster: int, gflops: float, **extra) -> dict:
 
 
 def test_finalists_are_the_fastest_few_within_reach_of_the_best():
-    results = [row(r, g) for r, g in enumerate([100, 99, 97, 96, 95.5, 95.2, 95.1, 94.9, 80])]
-    assert [r["config"]["raster"] for r in sweep.finalists(results)] == [0, 1, 2, 3, 4, 5]  # FINALISTS
-    assert [r["config"]["raster"] for r in sweep.finalists([row(1, 50), row(2, 100), row(3, 94)])] == [2]
+    assert (sweep.FINALISTS, sweep.FINALIST_WITHIN) == (10, 0.10)
+    results = [row(r, g) for r, g in enumerate([100, 99, 98, 97, 96, 95, 94, 93, 92, 91, 90.5, 85])]
+    assert [r["config"]["raster"] for r in sweep.finalists(results)] == list(range(10))  # FINALISTS
+    assert [r["config"]["raster"] for r in sweep.finalists([row(1, 50), row(2, 100), row(3, 89)])] == [2]
 
 
 def test_the_pick_is_the_fastest_of_the_confirmation():
@@ -128,7 +129,7 @@ def fake_pool(monkeypatch):
     FakePool.confirmed = []
     FakePool.again = staticmethod(lambda cfg, first: first)
     monkeypatch.setattr(sweep, "Pool", FakePool)
-    monkeypatch.setattr(sweep, "FINALIST_WITHIN", 1.0)  # every candidate within reach: 6 finalists
+    monkeypatch.setattr(sweep, "FINALIST_WITHIN", 1.0)  # every candidate within reach: 10 finalists
     return FakePool
 
 
