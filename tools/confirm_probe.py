@@ -4,6 +4,9 @@ allocations of the inputs and output in one process, and twice on the same alloc
 per GPU. Each line: a shape, an allocation, each finalist's speed as a fraction of the fastest.
 
     CUDA_VISIBLE_DEVICES=0 python tools/confirm_probe.py CONFIGS.json [--allocations 4]
+
+results/nvidia-h200/confirm_probe_configs.json holds the finalists it was run with (2026-11-26),
+and rpc_scaling_tries.txt beside it what it printed.
 """
 
 from __future__ import annotations
