@@ -369,6 +369,29 @@ def test_the_finalists_are_timed_again_in_turns_on_one_server(tracker, tmp_path,
     assert len(rows) == 6 + 6 + 6 and all(r["stage"] == "confirm" and "error" not in r for r in rows[12:]), rows[12:]
 
 
+def test_the_sweep_and_its_build_processes_leave_torch_unimported(tracker, tmp_path):
+    """python -m steps.sweep never uses torch (tvm_ffi imports it wherever it is installed):
+    neither it nor its spawned build processes import a stand-in torch put on their path, which
+    marks each process that imports it."""
+    stand_in = tmp_path / "site" / "torch"
+    stand_in.mkdir(parents=True)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (stand_in / "__init__.py").write_text(
+        f"import os, sys\nopen(os.path.join({str(marks)!r}, str(os.getpid())), 'w').write(' '.join(sys.argv))\n"
+        "raise ImportError('a stand-in')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "steps.sweep", "--step", "11", "--shapes", "256x512x128", "--candidates", "2",
+           "--repeat", "1", "--workers", "2", "--tracker", str(tracker), "--key", tracker.key, "--rpc-target", "llvm",
+           "--confirm", "0"]
+    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "best at 256x512x128" in done.stdout
+    assert not [m.read_text() for m in marks.iterdir()]
+    subprocess.run([sys.executable, "-c", "import tvm"], env=env, cwd=ROOT, check=True, timeout=120)
+    assert len(list(marks.iterdir())) == 1  # the stand-in is found where nothing keeps it out
+
+
 def test_finalists_whose_session_dies_are_tried_once_more_then_fail(tracker, tmp_path):
     """A confirmation's fault costs its group, as a candidate's costs the candidate: a kernel
     that crashes the session is put back once, then fails; the runner goes on."""

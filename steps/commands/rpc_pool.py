@@ -110,13 +110,14 @@ def server_environment(gpu: str, no_torch: str | None = None) -> dict:
 
 
 def no_torch_folder() -> str:
-    """A new folder holding a `torch` package whose import fails, for the servers' PYTHONPATH.
+    """A new folder holding a `torch` package whose import fails, for the PYTHONPATH of the
+    tracker and servers a launch starts.
 
-    tvm_ffi imports torch whenever it is installed, and a server and its sessions never use it:
+    tvm_ffi imports torch whenever it is installed, and they and the sessions never use it:
     on the H100's host that import was 2.6 s of each spawned session's start, and the session
     that first asks a server what it is stands between a sweep and its first result. An
     ImportError is what tvm_ffi takes as "no torch". (python -m steps.sweep does the same for
-    itself and its build processes: steps/sweep.py.)"""
+    itself and its build processes: steps/commands/sweep.py _keep_torch_out.)"""
     folder = tempfile.mkdtemp(prefix="rpc-pool-")
     os.mkdir(os.path.join(folder, "torch"))
     with open(os.path.join(folder, "torch", "__init__.py"), "w") as f:
@@ -151,7 +152,7 @@ class Launch:
                  say=None, ready_s: float = READY_S, spawn: bool = True):
         self.gpus = gpus
         self.spawn = spawn
-        self.no_torch: str | None = None  # no_torch_folder(), made with the first server, removed at stop
+        self.no_torch: str | None = None  # no_torch_folder(), for the tracker and servers; removed at stop
         self.key = key
         self.host = host
         self.custom_addr = custom_addr
@@ -201,8 +202,16 @@ class Launch:
         t = self.tracker_process
         cmd = [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", self.host, "--port", str(t.port),
                "--port-end", str(t.port + 1), "--silent"]
-        t.proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (self._no_torch_folder(), env.get("PYTHONPATH")) if p)
+        t.proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
         t.started = time.monotonic()
+
+    def _no_torch_folder(self) -> str:
+        """no_torch_folder(), made once for this launch, removed at stop."""
+        if self.no_torch is None:
+            self.no_torch = no_torch_folder()
+        return self.no_torch
 
     def _wait_for_tracker(self) -> None:
         deadline = time.monotonic() + 60.0
@@ -233,10 +242,8 @@ class Launch:
             # On the H100 (driver 580, 2026-11-25) a forked session's driver-API calls failed
             # with CUDA_ERROR_NOT_INITIALIZED; spawned sessions work (tools/fork_probe.py).
             cmd += ["--no-fork"]
-        if self.no_torch is None:
-            self.no_torch = no_torch_folder()
-        server.proc = subprocess.Popen(cmd, env=server_environment(server.gpu, self.no_torch), start_new_session=True,
-                                       stdin=subprocess.DEVNULL)
+        server.proc = subprocess.Popen(cmd, env=server_environment(server.gpu, self._no_torch_folder()),
+                                       start_new_session=True, stdin=subprocess.DEVNULL)
         server.started, server.seen = time.monotonic(), None
 
     # --- watching ---

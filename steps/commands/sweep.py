@@ -22,12 +22,13 @@ module's ``sweep_candidates`` (step 10's own config and the shape rule's neighbo
 schedules/shape_rule.py; ``--candidates`` per shape), all shapes' jobs in one pool, so the
 workers never wait on a stage. Then each shape's finalists (``finalists``: its FINALISTS
 fastest within FINALIST_WITHIN of the best) are timed again in turns, ``--confirm`` rounds in
-one worker or on one server (harness.alternating_timings), and ``pick`` keeps one: one pass
-of 10 samples let a single low reading choose the winner (issue 33). Its shapes: ``--shapes 256x256x16384,2048x64x2048``,
-``--shape-file bench/shapes.toml`` (the published set; read by default when it exists and
-no shape is given), ``--shape`` and ``--sizes``. ``--write`` merges the best per shape into
-``schedules/tuned/step11.json`` (other shapes' entries stay), with the measured speed of
-the rule's own pick beside it, so the table also says how good the rule is:
+one worker or on one server (harness.alternating_timings), and ``pick`` keeps the fastest:
+one pass of 10 samples let a single low reading choose the winner (issue 33).
+Its shapes: ``--shapes 256x256x16384,2048x64x2048``, ``--shape-file bench/shapes.toml`` (the
+published set; read by default when it exists and no shape is given), ``--shape`` and ``--sizes``.
+``--write`` merges the best per shape into ``schedules/tuned/step11.json`` (other shapes'
+entries stay), with the measured speed of the rule's own pick beside it, so the table also
+says how good the rule is:
 
     python -m steps.sweep --step 11 --shape-file bench/shapes.toml --write --log logs/sweep11.jsonl
 
@@ -62,13 +63,29 @@ import time
 import tomllib
 from pathlib import Path
 
-import schedules
-from schedules import ConfigError
 
-from .. import results
-from ..measure import harness, rpc
-from ..report.pipes import quiet_broken_pipe
-from . import options
+def _keep_torch_out() -> None:
+    """python -m steps.sweep never uses torch, and tvm_ffi imports it wherever it is installed:
+    2.6 s of the sweep's 5.2 s of imports on the H100's host, paid again by each spawned build
+    process. So where this process is that command, or one of its spawned processes (whose main
+    module is the same, run as __mp_main__), a None in sys.modules makes `import torch` an
+    ImportError, which tvm_ffi takes as "no torch". Any other importer (the tests, the bench) is
+    left alone, and so is a process that has imported torch already."""
+    for name in ("__main__", "__mp_main__"):
+        if getattr(getattr(sys.modules.get(name), "__spec__", None), "name", None) == "steps.sweep":
+            sys.modules.setdefault("torch", None)
+            return
+
+
+_keep_torch_out()  # before TVM's import below
+
+import schedules  # noqa: E402
+from schedules import ConfigError  # noqa: E402
+
+from .. import results  # noqa: E402
+from ..measure import harness, rpc  # noqa: E402
+from ..report.pipes import quiet_broken_pipe  # noqa: E402
+from . import options  # noqa: E402
 
 # Searched in three stages, each around the best few of the one before.
 STAGES = (
@@ -171,8 +188,9 @@ def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) ->
 
 def _confirm(step_number: int, size, rows: list[dict], arch: str, repeat: int, rounds: int) -> dict:
     """A shape's finalists (their first results, `rows`) built again here, then timed in turns
-    under the GPU lock (harness.alternating_timings), on the same inputs: rpc.Finalists's result.
-    Not checked again: the same configs passed the check when first measured."""
+    under the GPU lock (harness.alternating_timings), on harness.PLACEMENTS allocations of the
+    inputs: rpc.Finalists's result. Not checked again: the same configs passed the check when
+    first measured."""
     M, N, K = size
     step = schedules.get_step(step_number)
     out = {"M": M, "N": N, "K": K}
@@ -388,7 +406,6 @@ class RemotePool:
     def __init__(self, workers: int, remote: rpc.Remote, arch: str, builds: BuildPool | None = None,
                  stop_builds: bool = False, confirm: bool = False):
         self.remote = remote
-        self.arch = arch
         self.stop_builds = stop_builds
         self.keep = confirm
         self.libraries: dict = {}  # log_key -> the library of a candidate built and measured

@@ -711,8 +711,9 @@ class RemoteRunner:
         """Ready the session's device before its first candidate, while the candidates still
         build: the first device call creates the CUDA context, and the check's library loads on
         the device at its first call. (In issue 33's first run on two H200s, both servers' first
-        candidates spent 4-5 s making their inputs, where a one-server run's spent 0.24 s.) A
-        fault here is left for the first candidate to meet and report."""
+        candidates spent 4-5 s making their inputs, where a one-server run's spent 0.24 s; with
+        this, each session spent ~2 s here, before its first candidate, and that candidate's
+        inputs took under 0.01 s.) A fault here is left for the first candidate to meet and report."""
         import tvm
 
         started = time.monotonic()
@@ -767,9 +768,10 @@ class RemoteRunner:
         return out, True
 
     def _confirm(self, session: _Session, finalists: Finalists, started: float) -> tuple[dict | None, bool]:
-        """A shape's finalists timed again, in turns, in this session (harness.alternating_timings):
-        (the result, whether the session is still good), as _measure's. They are not checked
-        again: the same libraries passed the check when they were first measured."""
+        """A shape's finalists timed again, in turns, in this session (harness.alternating_timings),
+        on the session's inputs for the size and on _placements' others: (the result, whether the
+        session is still good), as _measure's. They are not checked again: the same libraries
+        passed the check when they were first measured."""
         names = [os.path.basename(path) for path in finalists.paths]
         phase = "load"
         try:
