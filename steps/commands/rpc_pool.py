@@ -104,8 +104,13 @@ def server_environment(gpu: str, no_torch: str | None = None) -> dict:
     nvrtc.use_wheel_headers(env)
     nvrtc.keep_subnormals(env)
     env["CUDA_VISIBLE_DEVICES"] = gpu
-    if no_torch:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (no_torch, env.get("PYTHONPATH")) if p)
+    return _first_on_path(env, no_torch)
+
+
+def _first_on_path(env: dict, folder: str | None) -> dict:
+    """`env` with `folder` (where given) first on its PYTHONPATH."""
+    if folder:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (folder, env.get("PYTHONPATH")) if p)
     return env
 
 
@@ -202,8 +207,7 @@ class Launch:
         t = self.tracker_process
         cmd = [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", self.host, "--port", str(t.port),
                "--port-end", str(t.port + 1), "--silent"]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (self._no_torch_folder(), env.get("PYTHONPATH")) if p)
+        env = _first_on_path(dict(os.environ), self._no_torch_folder())
         t.proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
         t.started = time.monotonic()
 

@@ -845,15 +845,18 @@ class RemoteRunner:
                                        or nbytes + sum(t.nbytes for t in session.tensors.values()) > DEVICE_BYTES):
                 del session.tensors[next(iter(session.tensors))]
             t = _SizeOnDevice.empty(dev, size)
-            with self._lock:
-                seeds = [int(s) for s in self._seeds.integers(2**32, size=2)]
-            checker = self._checker(session)
-            checker["uniform"](t.a, seeds[0])
-            checker["uniform"](t.b, seeds[1])
-            checker["reference"](t.a, t.b, t.ref)
+            self._draw(session, t.a, t.b)
+            self._checker(session)["reference"](t.a, t.b, t.ref)
             session.tensors[size] = t
         return session.tensors[size]
 
+    def _draw(self, session: _Session, a, b) -> None:
+        """Fresh inputs in A and B, drawn on the device from seeds drawn here."""
+        with self._lock:
+            seeds = [int(s) for s in self._seeds.integers(2**32, size=2)]
+        checker = self._checker(session)
+        checker["uniform"](a, seeds[0])
+        checker["uniform"](b, seeds[1])
 
     def _placements(self, session: _Session, dev, size) -> list[list]:
         """harness.PLACEMENTS - 1 more sets of A, B and C for a confirmation, drawn on the device
@@ -864,10 +867,7 @@ class RemoteRunner:
         sets = []
         for _ in range(harness.PLACEMENTS - 1):
             a, b = tvm.runtime.empty((M, K), "float32", dev), tvm.runtime.empty((K, N), "float32", dev)
-            with self._lock:
-                seeds = [int(s) for s in self._seeds.integers(2**32, size=2)]
-            self._checker(session)["uniform"](a, seeds[0])
-            self._checker(session)["uniform"](b, seeds[1])
+            self._draw(session, a, b)
             sets.append([a, b, tvm.runtime.empty((M, N), "float32", dev)])
         return sets
 
