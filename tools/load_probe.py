@@ -1,0 +1,131 @@
+"""Is a finalist's speed a property of its config, or of the one load of its library (issue 33)?
+
+Two sweeps' confirmations ranked the same finalists up to 2% apart, each ranking steady over
+its 10 rounds and 3 allocations: at 1x4096x4096 (one block row), raster 2, 4 and 8 launch the
+blocks in the same order, yet one session read raster 4 2.3% slower than raster 2 in every
+round, another read them equal. So each config's library is loaded several times here (copies
+under other names: separate modules), and every (config, copy) pair is timed in turns on one
+allocation of the inputs. Copies of one config apart by as much as configs are: the load
+decides, not the config.
+
+    python tools/load_probe.py build CONFIGS.json DIR          # once: DIR/<shape>_<i>.so
+    CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py time CONFIGS.json DIR [--loads 3]
+    CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py places CONFIGS.json DIR [--places 8 --rounds 3]
+
+Each `time` line: a shape, then per config its copies' speeds as fractions of the fastest pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+
+import numpy as np
+
+
+def build(configs: dict, directory: str) -> None:
+    import schedules
+    from steps.measure import harness
+
+    step = schedules.get_step(11)
+    arch = harness.gpu_arch() if os.environ.get("ARCH") is None else os.environ["ARCH"]
+    os.makedirs(directory, exist_ok=True)
+    for key, cfgs in configs.items():
+        M, N, K = map(int, key.split("x"))
+        for i, c in enumerate(cfgs):
+            lib = schedules.build(step, M, N, K, arch=arch, config=step.Config.from_dict(c)).mod
+            lib.export_library(os.path.join(directory, f"{key}_{i}.so"))
+            print("built", key, i, flush=True)
+
+
+def time_loads(configs: dict, directory: str, loads: int, rounds: int) -> dict:
+    import tempfile
+
+    import tvm
+
+    from steps.measure import harness
+
+    dev = tvm.cuda(0)
+    out = {"gpu": dev.device_name, "shapes": {}}
+    scratch = tempfile.mkdtemp()
+    rng = np.random.default_rng()
+    for key, cfgs in configs.items():
+        M, N, K = map(int, key.split("x"))
+        mods, labels = [], []
+        for i in range(len(cfgs)):
+            for copy in range(loads):
+                path = os.path.join(scratch, f"{key}_{i}_copy{copy}.so")
+                shutil.copy(os.path.join(directory, f"{key}_{i}.so"), path)
+                mods.append(tvm.runtime.load_module(path))
+                labels.append((i, copy))
+        a = tvm.runtime.tensor(rng.uniform(-1, 1, (M, K)).astype(np.float32), dev)
+        b = tvm.runtime.tensor(rng.uniform(-1, 1, (K, N)).astype(np.float32), dev)
+        c = tvm.runtime.empty((M, N), "float32", dev)
+        t = harness.alternating_timings(mods, dev, [[a, b, c]], 10, rounds)
+        best = min(x.median_ms for x in t)
+        rel = [[0.0] * loads for _ in cfgs]
+        for (i, copy), x in zip(labels, t):
+            rel[i][copy] = round(best / x.median_ms, 4)
+        out["shapes"][key] = {"best_us": round(best * 1e3, 2), "rel": rel}
+        print(key, f"best {best * 1e3:.2f} us", " | ".join(" ".join(f"{v:.4f}" for v in r) for r in rel), flush=True)
+    return out
+
+
+def time_places(configs: dict, directory: str, places: int, rounds: int) -> dict:
+    """Each config loaded once, timed in turns on `places` allocations of A, B and C, each after a
+    spacer of a random size (0-512 MiB, kept alive) so that they land far apart in memory."""
+    import statistics
+
+    import tvm
+
+    from steps.measure import harness
+
+    dev = tvm.cuda(0)
+    out = {"gpu": dev.device_name, "shapes": {}}
+    rng = np.random.default_rng()
+    for key, cfgs in configs.items():
+        M, N, K = map(int, key.split("x"))
+        mods = [tvm.runtime.load_module(os.path.join(directory, f"{key}_{i}.so")) for i in range(len(cfgs))]
+        kept, per_place = [], []
+        for _ in range(places):
+            kept.append(tvm.runtime.empty((int(rng.integers(1, 512 << 18)),), "float32", dev))
+            a = tvm.runtime.tensor(rng.uniform(-1, 1, (M, K)).astype(np.float32), dev)
+            b = tvm.runtime.tensor(rng.uniform(-1, 1, (K, N)).astype(np.float32), dev)
+            c = tvm.runtime.empty((M, N), "float32", dev)
+            kept.append((a, b, c))
+            t = harness.alternating_timings(mods, dev, [[a, b, c]], 10, rounds)
+            per_place.append([x.median_ms for x in t])
+        med = [statistics.median(p[i] for p in per_place) for i in range(len(cfgs))]
+        best = min(med)
+        rel = [round(best / m, 4) for m in med]
+        places_rel = [[round(min(p) / x, 4) for x in p] for p in per_place]
+        out["shapes"][key] = {"best_us": round(best * 1e3, 2), "rel": rel, "places": places_rel}
+        print(key, f"median over {places} places", " ".join(f"{v:.4f}" for v in rel), flush=True)
+        for p in places_rel:
+            print("    ", " ".join(f"{v:.4f}" for v in p), flush=True)
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("what", choices=["build", "time", "places"])
+    p.add_argument("configs", help="JSON: {'MxNxK': [config, ...]}")
+    p.add_argument("directory")
+    p.add_argument("--loads", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--places", type=int, default=8)
+    args = p.parse_args()
+    configs = json.load(open(args.configs))
+    if args.what == "build":
+        build(configs, args.directory)
+    elif args.what == "time":
+        print("JSON " + json.dumps(time_loads(configs, args.directory, args.loads, args.rounds)))
+    else:
+        print("JSON " + json.dumps(time_places(configs, args.directory, args.places, args.rounds)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
