@@ -11,8 +11,14 @@ decides, not the config.
     python tools/load_probe.py build CONFIGS.json DIR          # once: DIR/<shape>_<i>.so
     CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py time CONFIGS.json DIR [--loads 3]
     CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py places CONFIGS.json DIR [--places 8 --rounds 3]
+    CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py procedures CONFIGS.json DIR
 
 Each `time` line: a shape, then per config its copies' speeds as fractions of the fastest pair.
+`places` times each config once per allocation (8, far apart) and ranks them by the median over
+those; `procedures` times them as a sweep's confirmation does and as `time` does, in one process.
+What `time` and `places` found on two H200s (2026-11-26), with results/nvidia-h200/load_probe_configs.json:
+results/nvidia-h200/rpc_scaling_tries.txt, session 6. `procedures` was written then and has not run yet
+(results/nvidia-h200/load_probe_finalists_1x4096x4096.json is its input: try 10's ten finalists).
 """
 
 from __future__ import annotations
@@ -108,9 +114,39 @@ def time_places(configs: dict, directory: str, places: int, rounds: int) -> dict
     return out
 
 
+def time_procedures(configs: dict, directory: str) -> dict:
+    """The same libraries timed in turns two ways, twice each, in one process: as a sweep's
+    confirmation does (3 allocations taking turns by round, 10 rounds of 5 samples) and as
+    `time` does (one allocation, 6 rounds of 10 samples)."""
+    import tvm
+
+    from steps.measure import harness
+
+    dev = tvm.cuda(0)
+    out = {"gpu": dev.device_name, "shapes": {}}
+    rng = np.random.default_rng()
+    for key, cfgs in configs.items():
+        M, N, K = map(int, key.split("x"))
+        mods = [tvm.runtime.load_module(os.path.join(directory, f"{key}_{i}.so")) for i in range(len(cfgs))]
+        sets = []
+        for _ in range(3):
+            a = tvm.runtime.tensor(rng.uniform(-1, 1, (M, K)).astype(np.float32), dev)
+            b = tvm.runtime.tensor(rng.uniform(-1, 1, (K, N)).astype(np.float32), dev)
+            sets.append([a, b, tvm.runtime.empty((M, N), "float32", dev)])
+        rows = []
+        for name, arg_sets, repeat, rounds in [("sweep", sets, 5, 10), ("one", sets[:1], 10, 6)] * 2:
+            t = harness.alternating_timings(mods, dev, arg_sets, repeat, rounds)
+            best = min(x.median_ms for x in t)
+            rel = [round(best / x.median_ms, 4) for x in t]
+            rows.append({"procedure": name, "rel": rel, "best_us": round(best * 1e3, 2)})
+            print(key, f"{name:5s}", " ".join(f"{v:.4f}" for v in rel), f"best {best * 1e3:.2f} us", flush=True)
+        out["shapes"][key] = rows
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["build", "time", "places"])
+    p.add_argument("what", choices=["build", "time", "places", "procedures"])
     p.add_argument("configs", help="JSON: {'MxNxK': [config, ...]}")
     p.add_argument("directory")
     p.add_argument("--loads", type=int, default=3)
@@ -122,8 +158,10 @@ def main() -> int:
         build(configs, args.directory)
     elif args.what == "time":
         print("JSON " + json.dumps(time_loads(configs, args.directory, args.loads, args.rounds)))
-    else:
+    elif args.what == "places":
         print("JSON " + json.dumps(time_places(configs, args.directory, args.places, args.rounds)))
+    else:
+        print("JSON " + json.dumps(time_procedures(configs, args.directory)))
     return 0
 
 

@@ -722,7 +722,8 @@ def finalists(results: list[dict]) -> list[dict]:
     of the fastest. The net is wide because one pass of 10 samples can read a candidate 9% slow:
     in issue 33's runs on two H200s (2026-11-26), the 6 fastest within 5% left out the winner that
     the other runs agreed on in 4 of 294 (run, shape) pairs, twice deciding a winner; the 10
-    fastest within 10% (8.4 a shape) would have left it out in none."""
+    fastest within 10% (8.4 a shape) would have left it out in none, and in the four runs since
+    (~350 finalists a run, 27.5 s of server time) no two picks were more than 2.5% apart."""
     ranked = sorted(results, key=lambda r: -r["gflops"])
     return [r for r in ranked[:FINALISTS] if r["gflops"] >= (1 - FINALIST_WITHIN) * ranked[0]["gflops"]]
 
@@ -734,7 +735,10 @@ def pick(rows: list[dict]) -> dict:
     and two runs' picks were the same or within 0.8% of each other in both runs' timings on all
     43 shapes; a rule giving a finalist within 0.5% of the fastest to the candidate list's order
     made more picks the same (40, not 32) but one pair of picks 1.0% apart, as a pick on the
-    band's edge went one way in one run and the other way in the next."""
+    band's edge went one way in one run and the other way in the next. Wider bands, tried on five
+    later runs' confirmations (420 pairs of a shape's picks): 75 pairs differ without a band, 25
+    with 1%, 6 with 3% and still 6 with 8%, one shape's candidate on the edge each time; and a 3%
+    band gives away up to 2.8% (results/nvidia-h200/rpc_scaling_tries.txt, session 6)."""
     return max(rows, key=lambda r: r["gflops"])
 
 
