@@ -722,7 +722,7 @@ def finalists(results: list[dict]) -> list[dict]:
     of the fastest. The net is wide because one pass of 10 samples can read a candidate 9% slow:
     in issue 33's runs on two H200s (2026-11-26), the 6 fastest within 5% left out the winner that
     the other runs agreed on in 4 of 294 (run, shape) pairs, twice deciding a winner; the 10
-    fastest within 10% (8.4 a shape) would have left it out in none, and in the four runs since
+    fastest within 10% (8.4 a shape) would have left it out in none, and in the five runs since
     (~350 finalists a run, 27.5 s of server time) no two picks were more than 2.5% apart."""
     ranked = sorted(results, key=lambda r: -r["gflops"])
     return [r for r in ranked[:FINALISTS] if r["gflops"] >= (1 - FINALIST_WITHIN) * ranked[0]["gflops"]]
