@@ -46,6 +46,23 @@ def build(configs: dict, directory: str) -> None:
             print("built", key, i, flush=True)
 
 
+def _operands(dev, M: int, N: int, K: int, rng) -> list:
+    """A, B (harness.random_operands, on `dev`) and an empty C: one allocation of a shape's arguments."""
+    import tvm
+
+    from steps.measure import harness
+
+    a, b = harness.random_operands(M, N, K, rng)
+    return [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), tvm.runtime.empty((M, N), "float32", dev)]
+
+
+def _libraries(directory: str, key: str, count: int) -> list:
+    """The `build` command's libraries of one shape, each loaded once."""
+    import tvm
+
+    return [tvm.runtime.load_module(os.path.join(directory, f"{key}_{i}.so")) for i in range(count)]
+
+
 def time_loads(configs: dict, directory: str, loads: int, rounds: int) -> dict:
     import tempfile
 
@@ -66,10 +83,7 @@ def time_loads(configs: dict, directory: str, loads: int, rounds: int) -> dict:
                 shutil.copy(os.path.join(directory, f"{key}_{i}.so"), path)
                 mods.append(tvm.runtime.load_module(path))
                 labels.append((i, copy))
-        a = tvm.runtime.tensor(rng.uniform(-1, 1, (M, K)).astype(np.float32), dev)
-        b = tvm.runtime.tensor(rng.uniform(-1, 1, (K, N)).astype(np.float32), dev)
-        c = tvm.runtime.empty((M, N), "float32", dev)
-        t = harness.alternating_timings(mods, dev, [[a, b, c]], 10, rounds)
+        t = harness.alternating_timings(mods, dev, [_operands(dev, M, N, K, rng)], 10, rounds)
         best = min(x.median_ms for x in t)
         rel = [[0.0] * loads for _ in cfgs]
         for (i, copy), x in zip(labels, t):
@@ -93,15 +107,12 @@ def time_places(configs: dict, directory: str, places: int, rounds: int) -> dict
     rng = np.random.default_rng()
     for key, cfgs in configs.items():
         M, N, K = map(int, key.split("x"))
-        mods = [tvm.runtime.load_module(os.path.join(directory, f"{key}_{i}.so")) for i in range(len(cfgs))]
+        mods = _libraries(directory, key, len(cfgs))
         kept, per_place = [], []
         for _ in range(places):
             kept.append(tvm.runtime.empty((int(rng.integers(1, 512 << 18)),), "float32", dev))
-            a = tvm.runtime.tensor(rng.uniform(-1, 1, (M, K)).astype(np.float32), dev)
-            b = tvm.runtime.tensor(rng.uniform(-1, 1, (K, N)).astype(np.float32), dev)
-            c = tvm.runtime.empty((M, N), "float32", dev)
-            kept.append((a, b, c))
-            t = harness.alternating_timings(mods, dev, [[a, b, c]], 10, rounds)
+            kept.append(_operands(dev, M, N, K, rng))
+            t = harness.alternating_timings(mods, dev, [kept[-1]], 10, rounds)
             per_place.append([x.median_ms for x in t])
         med = [statistics.median(p[i] for p in per_place) for i in range(len(cfgs))]
         best = min(med)
@@ -127,12 +138,8 @@ def time_procedures(configs: dict, directory: str) -> dict:
     rng = np.random.default_rng()
     for key, cfgs in configs.items():
         M, N, K = map(int, key.split("x"))
-        mods = [tvm.runtime.load_module(os.path.join(directory, f"{key}_{i}.so")) for i in range(len(cfgs))]
-        sets = []
-        for _ in range(3):
-            a = tvm.runtime.tensor(rng.uniform(-1, 1, (M, K)).astype(np.float32), dev)
-            b = tvm.runtime.tensor(rng.uniform(-1, 1, (K, N)).astype(np.float32), dev)
-            sets.append([a, b, tvm.runtime.empty((M, N), "float32", dev)])
+        mods = _libraries(directory, key, len(cfgs))
+        sets = [_operands(dev, M, N, K, rng) for _ in range(3)]
         rows = []
         for name, arg_sets, repeat, rounds in [("sweep", sets, 5, 10), ("one", sets[:1], 10, 6)] * 2:
             t = harness.alternating_timings(mods, dev, arg_sets, repeat, rounds)
