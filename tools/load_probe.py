@@ -93,6 +93,20 @@ def _libraries(directory: str, key: str, count: int) -> list:
     return [tvm.runtime.load_module(os.path.join(directory, f"{key}_{i}.so")) for i in range(count)]
 
 
+def _screen(directory: str, key: str, dev, args) -> int:
+    """What a sweep's screening does to a process: each of the shape's candidates (`build --history`)
+    loaded and timed once (harness.evaluator_timing, 10 samples) on `args`. How many there were."""
+    import tvm
+
+    from steps.measure import harness
+
+    count = 0
+    while os.path.exists(os.path.join(directory, f"{key}_cand{count}.so")):
+        harness.evaluator_timing(tvm.runtime.load_module(os.path.join(directory, f"{key}_cand{count}.so")), dev, args, 10)
+        count += 1
+    return count
+
+
 def time_loads(configs: dict, directory: str, loads: int, rounds: int) -> dict:
     import tempfile
 
@@ -212,13 +226,7 @@ def time_history(configs: dict, directory: str) -> dict:
         gpu = [harness.evaluator_timing(m, dev, sets[0], 10).median_ms for m in mods]
         host = [round(harness.host_submit_us(lambda m=m: m["main"](*sets[0]), dev.sync, g), 2) for m, g in zip(mods, gpu)]
         print(key, "host us", host, "gpu us", [round(g * 1e3, 2) for g in gpu], flush=True)
-        screen_args = _operands(dev, M, N, K, rng)
-        count = 0
-        while os.path.exists(os.path.join(directory, f"{key}_cand{count}.so")):
-            cand = tvm.runtime.load_module(os.path.join(directory, f"{key}_cand{count}.so"))
-            harness.evaluator_timing(cand, dev, screen_args, 10)
-            count += 1
-        print(key, f"screened {count} candidates", flush=True)
+        print(key, f"screened {_screen(directory, key, dev, _operands(dev, M, N, K, rng))} candidates", flush=True)
         rows += _procedures(key, mods, dev, sets, "screened")
         out["shapes"][key] = {"rows": rows, "host_us": host, "gpu_us": [round(g * 1e3, 2) for g in gpu]}
     return out
@@ -254,7 +262,6 @@ def time_levels(configs: dict, directory: str, instances: int) -> dict:
     import tvm
 
     import schedules
-    from steps.measure import harness
 
     schedules.nvrtc.precompile_headers()
     dev = tvm.cuda(0)
@@ -271,12 +278,7 @@ def time_levels(configs: dict, directory: str, instances: int) -> dict:
                 mods.append(tvm.runtime.load_module(path))
         sets = [_operands(dev, M, N, K, rng) for _ in range(3)]
         rows = [_levels(key, mods, instances, dev, sets, "fresh")]
-        screen_args = _operands(dev, M, N, K, rng)
-        count = 0
-        while os.path.exists(os.path.join(directory, f"{key}_cand{count}.so")):
-            harness.evaluator_timing(tvm.runtime.load_module(os.path.join(directory, f"{key}_cand{count}.so")),
-                                     dev, screen_args, 10)
-            count += 1
+        _screen(directory, key, dev, _operands(dev, M, N, K, rng))
         rows.append(_levels(key, mods, instances, dev, sets, "screened"))
         out["shapes"][key] = rows
     return out
@@ -344,12 +346,7 @@ def time_workspace(configs: dict, directory: str, placements: int, rounds: int, 
         args = _operands(dev, M, N, K, rng)
         rows = [measure(key, mods, args, "fresh")]
         if history:
-            screen_args = _operands(dev, M, N, K, rng)
-            count = 0
-            while os.path.exists(os.path.join(directory, f"{key}_cand{count}.so")):
-                cand = tvm.runtime.load_module(os.path.join(directory, f"{key}_cand{count}.so"))
-                harness.evaluator_timing(cand, dev, screen_args, 10)
-                count += 1
+            _screen(directory, key, dev, _operands(dev, M, N, K, rng))
             rows.append(measure(key, mods, args, "screened"))
         out["shapes"][key] = rows
     return out
