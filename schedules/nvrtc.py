@@ -43,8 +43,11 @@ NVVM optimiser ~0.5 s, ptxas ~0.3 s), on a 2-core CPU box with NVRTC 13.5, 2026-
 automatic precompiled header (``--pch``) keeps the parse of the headers that open the program
 and reuses it while they and the flags stay the same; TVM's program opens with one small header
 and then declarations, so ``--pre-include`` puts the three it includes first. Measured there:
-a process's first compile 2.3 s (it makes the header), every later one 1.14 s; the PTX and cubin
-byte for byte the plain compile's (tests/test_nvrtc.py checks it). Not for every process: the
+a process's first compile 2.3 s (it makes the header), every later one 1.14 s; the front end's
+NVVM IR byte for byte the plain compile's (tests/test_nvrtc.py checks it: the IR, not the cubin,
+because NVRTC's optimiser there does not always give one cubin for one IR, header or not: 3
+cubins in 8 compiles of one step-11 kernel, NVRTC 13.5.37 and 13.0.88, 2026-11-26; on the H200
+host, 12 compiles each of 4 step-11 kernels gave one cubin each). Not for every process: the
 header is a ~210 MB file in ``$TMPDIR``, which NVRTC removes at a normal exit only, and a command
 that compiles two kernels gains nothing. On the H100's host (NVRTC 13.0.88, 32 build processes) a
 step-11 candidate then built in 0.42 s instead of 1.96 s, 47.9 a second instead of 9.8, with every
