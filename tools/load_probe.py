@@ -11,6 +11,7 @@ rounds. These probes time a shape's finalists (CONFIGS.json: {"MxNxK": [config, 
     CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py history CONFIGS.json DIR       # needs build --history
     CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py workspace CONFIGS.json DIR --history
     CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py levels CONFIGS.json DIR --loads 2
+    CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py variants CONFIGS.json - --loads 12   # builds itself
 
 - `time`: each library loaded `--loads` times (copies under other names: separate modules).
 - `places`: each config on `--places` allocations, each after a random spacer; median over them.
@@ -20,12 +21,15 @@ rounds. These probes time a shape's finalists (CONFIGS.json: {"MxNxK": [config, 
   sweep's screening does), and each finalist's host submission time.
 - `workspace`: the median over `--places` placements of TVM's workspace page (the split-K partials').
 - `levels`: each config as `--loads` module instances on 3 allocations, its fastest pair.
+- `variants`: each config's CUDA compiled `--loads` times (is NVRTC deterministic here?), each distinct
+  cubin timed as 2 modules.
 
-Found on two H200s (2026-11-26; results/nvidia-h200/rpc_scaling_tries.txt, sessions 6 and 7; raw lines
-of session 7 in finalist_probes.txt): the load, the data's and the workspace's placement and the
-procedure do not explain it; one compiled kernel reads at two speeds ~1.9% apart by where its module
-and its data land in the process (byte-identical copies 1.6-2.2% apart), and a process's history moves
-that, so finalists within ~2% have no order that a timing reproduces.
+Found on two H200s (2026-11-26; results/nvidia-h200/rpc_scaling_tries.txt, sessions 6 and 7; raw
+lines of session 7 in finalist_probes.txt): the load, the data's and the workspace's placement and
+the procedure do not explain it, nor the compiler (one cubin in 12 compiles there); one compiled
+kernel reads at two speeds ~1.9% apart by where its module and its data land in the process
+(byte-identical copies 1.6-2.2% apart), and a process's history moves that, so finalists within ~2%
+have no order that a timing reproduces.
 """
 
 from __future__ import annotations
@@ -284,6 +288,68 @@ def time_levels(configs: dict, directory: str, instances: int) -> dict:
     return out
 
 
+def time_variants(configs: dict, compiles: int) -> dict:
+    """Is NVRTC deterministic here, and do its variants run at different speeds? Per config: the
+    CUDA that building it hands TVM's compile callback (tvm_callback_cuda_compile; with a GPU
+    present, the build compiles), compiled `compiles` times in this process; the distinct cubins
+    and how often each came; then each variant built into 2 modules (the callback made to return
+    that cubin) and all timed in turns on 3 allocations: each module's median per allocation (µs)."""
+    import hashlib
+
+    import tvm
+    import tvm_ffi
+    from tvm.support import nvcc
+
+    import schedules
+    from steps.measure import harness
+
+    schedules.nvrtc.precompile_headers()  # the same bytes (tests/test_nvrtc.py), faster
+    real = nvcc.tvm_callback_cuda_compile
+    state = {"code": None, "force": None}
+
+    def callback(code, *rest):
+        state["code"] = code
+        return state["force"] if state["force"] is not None else real(code, *rest)
+
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", callback, override=True)
+    step = schedules.get_step(11)
+    arch = harness.gpu_arch()
+    dev = tvm.cuda(0)
+    out = {"gpu": dev.device_name, "shapes": {}}
+    rng = np.random.default_rng()
+    for key, cfgs in configs.items():
+        M, N, K = map(int, key.split("x"))
+        sets = [_operands(dev, M, N, K, rng) for _ in range(3)]
+        rows = []
+        for i, c in enumerate(cfgs):
+            def built():
+                return schedules.build(step, M, N, K, arch=arch, config=step.Config.from_dict(c)).mod
+
+            state["force"], state["code"] = None, None
+            built()
+            if state["code"] is None:
+                raise SystemExit("the build never called the compile callback")
+            cubins = [bytes(real(state["code"])) for _ in range(compiles)]
+            digest = [hashlib.sha256(b).hexdigest()[:8] for b in cubins]
+            counts = {h: digest.count(h) for h in dict.fromkeys(digest)}
+            mods, labels = [], []
+            for h in list(counts)[:3]:
+                state["force"] = cubins[digest.index(h)]
+                for copy in range(2):
+                    mods.append(built())
+                    labels.append(f"{h}/{copy}")
+            state["force"] = None
+            per = [[round(t.median_ms * 1e3, 2) for t in harness.alternating_timings(mods, dev, [args], 5, 4)]
+                   for args in sets]
+            by_module = {label: [p[j] for p in per] for j, label in enumerate(labels)}
+            print(key, f"config {i}: {len(counts)} cubins in {compiles} compiles {counts}", flush=True)
+            for label, us in by_module.items():
+                print(f"    {label}  {us} us", flush=True)
+            rows.append({"config": i, "counts": counts, "us": by_module})
+        out["shapes"][key] = rows
+    return out
+
+
 def _workspace_api():
     """TVM's workspace pool, the one a built kernel's host code allocates split-K partials from
     (TVMBackendAllocWorkspace): (alloc(nbytes) -> pointer, free(pointer)) on CUDA device 0."""
@@ -354,7 +420,7 @@ def time_workspace(configs: dict, directory: str, placements: int, rounds: int, 
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["build", "time", "places", "procedures", "history", "workspace", "levels"])
+    p.add_argument("what", choices=["build", "time", "places", "procedures", "history", "workspace", "levels", "variants"])
     p.add_argument("configs", help="JSON: {'MxNxK': [config, ...]}")
     p.add_argument("directory")
     p.add_argument("--loads", type=int, default=3)
@@ -373,6 +439,8 @@ def main() -> int:
         print("JSON " + json.dumps(time_procedures(configs, args.directory)))
     elif args.what == "history":
         print("JSON " + json.dumps(time_history(configs, args.directory)))
+    elif args.what == "variants":
+        print("JSON " + json.dumps(time_variants(configs, args.loads)))
     elif args.what == "levels":
         print("JSON " + json.dumps(time_levels(configs, args.directory, args.loads)))
     else:
