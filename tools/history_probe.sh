@@ -3,6 +3,7 @@
 # the shape's finalists? tools/load_probe.py `history` on 1x4096x4096 (try 10's ten finalists)
 # and 256x256x16384 (four), two passes of one process per GPU. Logs in $OUT/history.tar.
 # MODE=workspace: the same shapes by load_probe's `workspace --history` (the workspace moved).
+# MODE=placement: load_probe's `placement` (6 file copies of each library, the j-th after j other modules).
 # MODE=levels: load_probe's `levels` (each config as 2 module instances on 3 allocations, its best pair).
 # COPIES="0 1 4": those finalists of 1x4096x4096 again at the end of its list (the same config
 # built again: a byte-identical kernel, loaded as a module of its own).
@@ -27,6 +28,7 @@ for pass in ${PASSES:-1 2}; do
     CUDA_VISIBLE_DEVICES=$g timeout 200 python3 tools/load_probe.py ${MODE:-history} /tmp/history.json /tmp/history-libs \
       $([ "${MODE:-history}" = workspace ] && echo --history --places 8 --rounds 3) \
       $([ "${MODE:-history}" = levels ] && echo --loads 2) \
+      $([ "${MODE:-history}" = placement ] && echo --loads 6) \
       > "$L/pass$pass-$loading-gpu$g.txt" 2>&1 &
   done
   wait

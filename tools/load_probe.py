@@ -11,6 +11,7 @@ rounds. These probes time a shape's finalists (CONFIGS.json: {"MxNxK": [config, 
     CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py history CONFIGS.json DIR       # needs build --history
     CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py workspace CONFIGS.json DIR --history
     CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py levels CONFIGS.json DIR --loads 2
+    CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py placement CONFIGS.json DIR --loads 6   # build --history
     CUDA_VISIBLE_DEVICES=0 python tools/load_probe.py variants CONFIGS.json - --loads 12   # builds itself
 
 - `time`: each library loaded `--loads` times (copies under other names: separate modules).
@@ -21,15 +22,16 @@ rounds. These probes time a shape's finalists (CONFIGS.json: {"MxNxK": [config, 
   sweep's screening does), and each finalist's host submission time.
 - `workspace`: the median over `--places` placements of TVM's workspace page (the split-K partials').
 - `levels`: each config as `--loads` module instances on 3 allocations, its fastest pair.
+- `placement`: `--loads` file copies of each library, the j-th loaded after j other modules.
 - `variants`: each config's CUDA compiled `--loads` times (is NVRTC deterministic here?), each distinct
   cubin timed as 2 modules.
 
 Found on two H200s (2026-11-26; results/nvidia-h200/rpc_scaling_tries.txt, sessions 6 and 7; raw
-lines of session 7 in finalist_probes.txt): the load, the data's and the workspace's placement and
-the procedure do not explain it, nor the compiler (one cubin in 12 compiles there); one compiled
-kernel reads at two speeds ~1.9% apart by where its module and its data land in the process
-(byte-identical copies 1.6-2.2% apart), and a process's history moves that, so finalists within ~2%
-have no order that a timing reproduces.
+lines of session 7 in finalist_probes.txt): the load, the data's and the workspace's placement, the
+procedure, the compiler (one cubin in 12 compiles there) and where a module's code is loaded do not
+explain it. One compiled kernel reads ~1.9% faster or slower in one process than in another, or than
+a byte-identical copy of itself in the same process, and a process's history moves that, so
+finalists within ~2% have no order that a timing reproduces.
 """
 
 from __future__ import annotations
@@ -288,6 +290,52 @@ def time_levels(configs: dict, directory: str, instances: int) -> dict:
     return out
 
 
+def time_placement(configs: dict, directory: str, instances: int) -> dict:
+    """Does where a module's code lands decide its level? Per config: `instances` modules of its one
+    library (file copies: the same cubin), the j-th loaded after j other modules (the shape's
+    sweep candidates, `build --history`), so each one's code lands elsewhere; all timed in turns
+    on 3 allocations: each instance's median per allocation (µs). Instances of one cubin that read
+    apart on one allocation: the code's placement decides."""
+    import tempfile
+
+    import tvm
+
+    import schedules
+    from steps.measure import harness
+
+    schedules.nvrtc.precompile_headers()
+    dev = tvm.cuda(0)
+    out = {"gpu": dev.device_name, "shapes": {}}
+    rng = np.random.default_rng()
+    scratch = tempfile.mkdtemp()
+    kept = []
+    for key, cfgs in configs.items():
+        M, N, K = map(int, key.split("x"))
+        sets = [_operands(dev, M, N, K, rng) for _ in range(3)]
+        rows = []
+        spacer = 0
+        for i in range(len(cfgs)):
+            mods = []
+            for j in range(instances):
+                for _ in range(j):  # j other modules' code first
+                    kept.append(tvm.runtime.load_module(os.path.join(directory, f"{key}_cand{spacer % 25}.so")))
+                    kept[-1]["main"]
+                    spacer += 1
+                path = os.path.join(scratch, f"{key}_{i}_copy{j}.so")
+                shutil.copy(os.path.join(directory, f"{key}_{i}.so"), path)
+                mods.append(tvm.runtime.load_module(path))
+                mods[-1]["main"]
+            per = [[round(t.median_ms * 1e3, 2) for t in harness.alternating_timings(mods, dev, [args], 5, 4)]
+                   for args in sets]
+            by_instance = [[p[j] for p in per] for j in range(instances)]
+            print(key, f"config {i}: instances (after 0, 1, ... other modules) x 3 allocations, us", flush=True)
+            for j, us in enumerate(by_instance):
+                print(f"    {j}  {us}", flush=True)
+            rows.append({"config": i, "us": by_instance})
+        out["shapes"][key] = rows
+    return out
+
+
 def time_variants(configs: dict, compiles: int) -> dict:
     """Is NVRTC deterministic here, and do its variants run at different speeds? Per config: the
     CUDA that building it hands TVM's compile callback (tvm_callback_cuda_compile; with a GPU
@@ -420,7 +468,7 @@ def time_workspace(configs: dict, directory: str, placements: int, rounds: int, 
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["build", "time", "places", "procedures", "history", "workspace", "levels", "variants"])
+    p.add_argument("what", choices=["build", "time", "places", "procedures", "history", "workspace", "levels", "variants", "placement"])
     p.add_argument("configs", help="JSON: {'MxNxK': [config, ...]}")
     p.add_argument("directory")
     p.add_argument("--loads", type=int, default=3)
@@ -439,6 +487,8 @@ def main() -> int:
         print("JSON " + json.dumps(time_procedures(configs, args.directory)))
     elif args.what == "history":
         print("JSON " + json.dumps(time_history(configs, args.directory)))
+    elif args.what == "placement":
+        print("JSON " + json.dumps(time_placement(configs, args.directory, args.loads)))
     elif args.what == "variants":
         print("JSON " + json.dumps(time_variants(configs, args.loads)))
     elif args.what == "levels":
