@@ -92,6 +92,12 @@ def _operands(dev, M: int, N: int, K: int, rng) -> list:
     return [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), tvm.runtime.empty((M, N), "float32", dev)]
 
 
+def _allocations(dev, key: str, count: int, rng) -> list:
+    """`count` allocations of the arguments of shape `key` ("MxNxK"), each with inputs of its own."""
+    M, N, K = map(int, key.split("x"))
+    return [_operands(dev, M, N, K, rng) for _ in range(count)]
+
+
 def _libraries(directory: str, key: str, count: int) -> list:
     """The `build` command's libraries of one shape, each loaded once."""
     import tvm
@@ -202,9 +208,7 @@ def time_procedures(configs: dict, directory: str) -> dict:
     out = {"gpu": dev.device_name, "shapes": {}}
     rng = np.random.default_rng()
     for key, cfgs in configs.items():
-        M, N, K = map(int, key.split("x"))
-        mods = _libraries(directory, key, len(cfgs))
-        sets = [_operands(dev, M, N, K, rng) for _ in range(3)]
+        mods, sets = _libraries(directory, key, len(cfgs)), _allocations(dev, key, 3, rng)
         out["shapes"][key] = _procedures(key, mods, dev, sets, "fresh")
     return out
 
@@ -225,14 +229,12 @@ def time_history(configs: dict, directory: str) -> dict:
     out = {"gpu": dev.device_name, "shapes": {}}
     rng = np.random.default_rng()
     for key, cfgs in configs.items():
-        M, N, K = map(int, key.split("x"))
-        mods = _libraries(directory, key, len(cfgs))
-        sets = [_operands(dev, M, N, K, rng) for _ in range(3)]
+        mods, sets = _libraries(directory, key, len(cfgs)), _allocations(dev, key, 3, rng)
         rows = _procedures(key, mods, dev, sets, "fresh")
         gpu = [harness.evaluator_timing(m, dev, sets[0], 10).median_ms for m in mods]
         host = [round(harness.host_submit_us(lambda m=m: m["main"](*sets[0]), dev.sync, g), 2) for m, g in zip(mods, gpu)]
         print(key, "host us", host, "gpu us", [round(g * 1e3, 2) for g in gpu], flush=True)
-        print(key, f"screened {_screen(directory, key, dev, _operands(dev, M, N, K, rng))} candidates", flush=True)
+        print(key, f"screened {_screen(directory, key, dev, *_allocations(dev, key, 1, rng))} candidates", flush=True)
         rows += _procedures(key, mods, dev, sets, "screened")
         out["shapes"][key] = {"rows": rows, "host_us": host, "gpu_us": [round(g * 1e3, 2) for g in gpu]}
     return out
@@ -275,16 +277,15 @@ def time_levels(configs: dict, directory: str, instances: int) -> dict:
     rng = np.random.default_rng()
     scratch = tempfile.mkdtemp()
     for key, cfgs in configs.items():
-        M, N, K = map(int, key.split("x"))
         mods = []
         for i in range(len(cfgs)):
             for copy in range(instances):
                 path = os.path.join(scratch, f"{key}_{i}_copy{copy}.so")
                 shutil.copy(os.path.join(directory, f"{key}_{i}.so"), path)
                 mods.append(tvm.runtime.load_module(path))
-        sets = [_operands(dev, M, N, K, rng) for _ in range(3)]
+        sets = _allocations(dev, key, 3, rng)
         rows = [_levels(key, mods, instances, dev, sets, "fresh")]
-        _screen(directory, key, dev, _operands(dev, M, N, K, rng))
+        _screen(directory, key, dev, *_allocations(dev, key, 1, rng))
         rows.append(_levels(key, mods, instances, dev, sets, "screened"))
         out["shapes"][key] = rows
     return out
@@ -310,8 +311,7 @@ def time_placement(configs: dict, directory: str, instances: int) -> dict:
     scratch = tempfile.mkdtemp()
     kept = []
     for key, cfgs in configs.items():
-        M, N, K = map(int, key.split("x"))
-        sets = [_operands(dev, M, N, K, rng) for _ in range(3)]
+        sets = _allocations(dev, key, 3, rng)
         rows = []
         spacer = 0
         for i in range(len(cfgs)):
@@ -367,7 +367,7 @@ def time_variants(configs: dict, compiles: int) -> dict:
     rng = np.random.default_rng()
     for key, cfgs in configs.items():
         M, N, K = map(int, key.split("x"))
-        sets = [_operands(dev, M, N, K, rng) for _ in range(3)]
+        sets = _allocations(dev, key, 3, rng)
         rows = []
         for i, c in enumerate(cfgs):
             def built():
@@ -455,12 +455,11 @@ def time_workspace(configs: dict, directory: str, placements: int, rounds: int, 
         return {"stage": stage, "rel": rel, "best_us": round(min(med) * 1e3, 2), "placements": places_rel}
 
     for key, cfgs in configs.items():
-        M, N, K = map(int, key.split("x"))
         mods = _libraries(directory, key, len(cfgs))
-        args = _operands(dev, M, N, K, rng)
+        (args,) = _allocations(dev, key, 1, rng)
         rows = [measure(key, mods, args, "fresh")]
         if history:
-            _screen(directory, key, dev, _operands(dev, M, N, K, rng))
+            _screen(directory, key, dev, *_allocations(dev, key, 1, rng))
             rows.append(measure(key, mods, args, "screened"))
         out["shapes"][key] = rows
     return out
