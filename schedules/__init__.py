@@ -8,7 +8,7 @@
 
 Pure IR: nothing here touches a GPU or the file system. ``build`` compiles to CUDA source,
 which TVM turns into machine code through NVRTC only when the module is loaded on a GPU;
-importing this package points that compile at the CUDA wheels' headers (schedules/nvrtc.py).
+importing this package points that compile at the CUDA wheels' headers (schedules/lowering/nvrtc.py).
 """
 
 from __future__ import annotations
@@ -22,16 +22,19 @@ import tvm
 from tvm import s_tir
 from tvm.target import Target
 
-from . import dispatch, fp32_fallback, long_k, nvrtc, one_barrier, padding, pipelines, wgmma
+from . import dispatch
 from .config import ConfigError, check_sizes
 from .dispatch import Choice
-from . import epilogue as epilogue_
+from .lowering import fp32_fallback, long_k, nvrtc, one_barrier, pipelines
 from .matmul import matmul, matmul_epilogue
-from .transforms import hoist_init
+from .transforms import epilogue as epilogue_
+from .transforms import padding, wgmma
+from .transforms.cuda_core import hoist_init
+from .transforms.epilogue import Epilogue
 
 # Before anything is built or loaded: TVM's NVRTC compile needs headers, and a machine with a
 # driver but no CUDA toolkit has them only in the wheels; and fp32 keeps its subnormals, which
-# TVM's --use_fast_math would flush (schedules/nvrtc.py says why).
+# TVM's --use_fast_math would flush (schedules/lowering/nvrtc.py says why).
 nvrtc.use_wheel_headers()
 nvrtc.keep_subnormals()
 
@@ -100,7 +103,7 @@ class Step:
         """The step's schedule of compute block `block` in `sch` (its padding `pads` already
         written as blocks, padding.Padding), then the pads folded into the copies: what
         ``schedule`` does once it has the blocks (the dlight rule calls it on a model's
-        function, schedules/ladder_rule.py). Returns the step's Tiles."""
+        function, schedules/integration/ladder_rule.py). Returns the step's Tiles."""
         tiles = self.module.apply(sch, cfg, block)
         hoist_init(sch, tiles)
         pads = padding.stage_padding(sch, pads, staged, N)
@@ -111,7 +114,7 @@ class Step:
         """Schedule the base matmul for M x N x K; raises ConfigError before touching IR.
 
         `epilogue` (an epilogue.Epilogue): the kernel computes D = act(alpha * A @ B + bias +
-        beta * C_in) instead, folded into the step's store (schedules/epilogue.py), or with
+        beta * C_in) instead, folded into the step's store (schedules/transforms/epilogue.py), or with
         `fused` False as a kernel of its own after the product (what fusing is measured against)."""
         check_sizes(M, N, K)
         if epilogue is not None and not self.schedules_a_block:
@@ -124,13 +127,13 @@ class Step:
         cfg.validate(M, N, K)
         kernel = getattr(self.module, "kernel", None)
         if kernel is not None:
-            # The Hopper rungs: a GEMM kernel written as sblocks (schedules/wgmma.py says why),
+            # The Hopper rungs: a GEMM kernel written as sblocks (schedules/transforms/wgmma.py says why),
             # after the copies its operands need (B transposed, rows padded for TMA), which are
             # plain blocks scheduled here.
             sch = s_tir.Schedule(kernel(M, N, K, cfg))
             wgmma.schedule_copies(sch)
             return sch
-        # Any shape (schedules/padding.py): narrow `vector` where N or K breaks its alignment,
+        # Any shape (schedules/transforms/padding.py): narrow `vector` where N or K breaks its alignment,
         # pad to whole tiles, let the step schedule the padded block, then inline the padding.
         # Shapes the tiles divide skip both: the same IR as before shape support. A config
         # that stages its misaligned operands (step 11's stage_pads) keeps its vector instead:
@@ -205,11 +208,11 @@ def target(arch: str = "sm_90") -> Target:
 
 def device_passes(step: Step, cfg, K: int) -> list:
     """Lowering passes of ours a step's kernel needs, run after TVM's ThreadSync
-    (schedules/pipelines.py): one barrier per k slice where the config asks
-    (schedules/one_barrier.py), a second accumulator where an fp32 sum runs over a long K
-    (schedules/long_k.py), and the fp32 fallback for the outputs a 3xTF32 step makes NaN or tiny
-    (schedules/fp32_fallback.py). A kernel that needs none builds anywhere TVM builds a PrimFunc
-    (inside a model: schedules/relax_dispatch.py)."""
+    (schedules/lowering/pipelines.py): one barrier per k slice where the config asks
+    (schedules/lowering/one_barrier.py), a second accumulator where an fp32 sum runs over a long K
+    (schedules/lowering/long_k.py), and the fp32 fallback for the outputs a 3xTF32 step makes NaN or tiny
+    (schedules/lowering/fp32_fallback.py). A kernel that needs none builds anywhere TVM builds a PrimFunc
+    (inside a model: schedules/integration/relax_dispatch.py)."""
     passes = []
     if getattr(cfg, "barriers", 2) == 1:
         passes.append(one_barrier.single_barrier_pass)

@@ -144,7 +144,7 @@ class GridConfig:
     def validate(self, M: int, N: int, K: int) -> None:
         check_sizes(M, N, K)
         _check_integer_fields(self, lambda name: name in ("pad_a", "unroll_k", "transpose_a", "stage_pads"))
-        # M, N, K need not be multiples of the tiles: Step.schedule pads (schedules/padding.py).
+        # M, N, K need not be multiples of the tiles: Step.schedule pads (schedules/transforms/padding.py).
         _divides("thread_m", self.thread_m, "block_m", self.block_m)
         _divides("thread_n", self.thread_n, "block_n", self.block_n)
         if self.threads > MAX_THREADS_PER_BLOCK:
@@ -291,7 +291,7 @@ class SplitKConfig(TunedConfig):
     slice of the grid (blockIdx.z), summed by a second kernel; split_k 1 is step 10.
     `stage_pads` 1: where N or K breaks `vector` alignment, the misaligned operands are copied
     by kernels of their own into padded, aligned buffers, so the matmul keeps its full vector
-    width (schedules/padding.py, ``stage_padding``); 0: the padding is inlined (the vector
+    width (schedules/transforms/padding.py, ``stage_padding``); 0: the padding is inlined (the vector
     narrows). Aligned shapes: no effect.
     `k_threads` > 1 (matrix-vector shapes, N = 1): each row of C is one dot product whose K is
     split over `k_threads` threads of a block with rfactor and summed by a cross-thread
@@ -524,7 +524,7 @@ class TensorCorePipelineConfig(TensorCoreConfig):
     so fragment loads hit distinct banks; blocks launched in groups `raster` wide; each warp's
     fragments in `fragment_buffers` register sets (2: the next 8-k step's, and the next slice's
     first, load while this step's mma run); `barriers` per k slice: 2 as TVM's ThreadSync
-    places them, or 1 in CUTLASS's order (schedules/one_barrier.py, a pass after ThreadSync)."""
+    places them, or 1 in CUTLASS's order (schedules/lowering/one_barrier.py, a pass after ThreadSync)."""
 
     stages: int = 3  # type: ignore[assignment]
     pad_a: int = 4  # type: ignore[assignment]
@@ -581,7 +581,7 @@ class TF32x3Config(TensorCorePipelineConfig):
         super().validate(M, N, K)
 
 
-# The Hopper rungs (schedules/wgmma.py). A k slice is one 128-byte swizzle row of floats; the
+# The Hopper rungs (schedules/transforms/wgmma.py). A k slice is one 128-byte swizzle row of floats; the
 # consumer warpgroups each own 64 rows of the wgmma tile; wgmma's n runs to 256 and a TMA box's
 # rows to 256, in 32s here (whole swizzle atoms, and step 18's 32-wide boxes of B).
 WGMMA_K = 32

@@ -119,7 +119,7 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
            doc: dict | None = None, allow=None) -> Choice:
     """``schedules.fastest`` over `steps` (the registry, passed in: this module sits below it);
     `allow(step)`, if given, leaves out the steps it refuses (a model takes only kernels that
-    build without the ladder's own lowering passes: schedules/relax_dispatch.py)."""
+    build without the ladder's own lowering passes: schedules/integration/relax_dispatch.py)."""
     check_sizes(M, N, K)
     if precision not in PRECISIONS:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")

@@ -2,7 +2,7 @@
 
 Written once in TensorIR (TVMScript). Each step receives this unscheduled function, with
 the sizes baked in as constants, and rewrites its loop nest; the arithmetic never changes.
-With an epilogue (schedules/epilogue.py) the product goes to an intermediate C and a block
+With an epilogue (schedules/transforms/epilogue.py) the product goes to an intermediate C and a block
 ``epilogue`` writes ``D = act(alpha * C + bias + beta * C_in)``; the step schedules the product
 as before and ``epilogue.fuse`` folds that block into its store.
 """

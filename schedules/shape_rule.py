@@ -22,7 +22,7 @@ factors, and keeps the candidate with the least predicted time (:func:`predicted
 - **memory floor**: no config beats reading A and B once from DRAM (M = 1 or N = 1 shapes);
 - **misaligned rows** (N or K not a multiple of 4): inlined padding narrows the vector and
   slows the matmul (``NARROW_VECTOR_RATE``); staged padding (``stage_pads`` 1,
-  schedules/padding.py) keeps it at the aligned rate for the price of copying the misaligned
+  schedules/transforms/padding.py) keeps it at the aligned rate for the price of copying the misaligned
   operands (``staging_seconds``). Both are candidates; the model picks per shape.
 
 Efficiencies per micro-tile are calibrated to step 10's measured configs (H100/H200, 512^3 /
@@ -39,7 +39,7 @@ import functools
 import math
 
 from .config import MAX_SHARED_BYTES, ConfigError, SplitKConfig, check_sizes
-from .padding import effective_config, staged_operands
+from .transforms.padding import effective_config, staged_operands
 
 SM_COUNT = 132  # H100 SXM; pass the GPU's own count where it differs
 MAX_THREADS_PER_SM = 2048

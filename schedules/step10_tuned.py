@@ -71,7 +71,7 @@ route does not control that. This is measured, not a lowered target: step 10 sta
 2048 (kernel time, H100, 2026-11-22).
 
 Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
-k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+k (schedules/lowering/long_k.py, as for step 1); shorter K builds the same CUDA as before.
 
 Run: python -m steps.step10
 """
@@ -83,7 +83,7 @@ from pathlib import Path
 
 from . import step9_warp_tile as prior
 from .config import ConfigError, TunedConfig
-from .transforms import unroll_k_slice
+from .transforms.cuda_core import unroll_k_slice
 
 NUMBER = 10
 NAME = "unroll + tuning"

@@ -5,10 +5,10 @@ reduction over K too. TensorIR's ``rfactor`` does it as a schedule: K is split i
 ``split_k`` chunks, and the chunk loop becomes a spatial axis of a new block, ``C_rf``, that
 writes partial sums to a global buffer [split_k, M, N]; each chunk is a slice of the grid
 (blockIdx.z), tiled exactly as step 10 tiles the whole matmul (``split_k_rfactor`` in
-schedules/transforms.py). A second kernel sums the partials into C (``reduce_partials``).
+schedules/transforms/cuda_core.py). A second kernel sums the partials into C (``reduce_partials``).
 So a 256 x 256 output with K = 16384, 16 tiles of 64 x 64 on 132 SMs, becomes 16 x 8 = 128
 blocks of a 2048-long chunk each, plus a reduction over 2 MB of partials. K pads to whole
-``split_k x block_k`` (schedules/padding.py), so any K splits; ``split_k`` 1 is step 10's IR
+``split_k x block_k`` (schedules/transforms/padding.py), so any K splits; ``split_k`` 1 is step 10's IR
 exactly (no rfactor, no second kernel), so the squares step 10 fills lose nothing.
 
 The split, and the rest of the config, now come from the shape: a tuned entry of
@@ -37,10 +37,10 @@ Then ``python -m steps.bench --save`` against cuBLAS strict fp32 in the same run
 - Over the set: geometric mean 0.99x cuBLAS; by class square 1.01x, tall-skinny 1.17x,
   short-wide 1.20x, k-heavy 0.91x, k-light 1.16x, odd 0.72x, degenerate 0.86x. Below 0.9x: the
   odd sizes (2047^3 0.61x: K = 2047 breaks float4 alignment, so every copy is a 4-byte
-  cp.async, schedules/padding.py), 4096^3 and 2048^3 (step 10's FFMA ceiling, 0.89-0.90x),
+  cp.async, schedules/transforms/padding.py), 4096^3 and 2048^3 (step 10's FFMA ceiling, 0.89-0.90x),
   and the matrix-vector shapes (0.82-0.88x, memory-bound for both).
 
-Staged padding (``stage_pads`` 1; schedules/padding.py, ``stage_padding``): the odd sizes are
+Staged padding (``stage_pads`` 1; schedules/transforms/padding.py, ``stage_padding``): the odd sizes are
 slow because inlined padding narrows every copy to the alignment of N and K. At 2047^3 the
 kernel's SASS (nvcc 13, sm_90) has 64 4-byte LDGSTS, 64 STS (zero-fills), 384 LDS and 485
 integer ops, against 16 LDGSTS, no STS, 198 LDS and 107 integer ops at 2048^3. With staging,
@@ -89,7 +89,7 @@ Matrix-vector mode (``k_threads`` > 1, 2026-11-23). At N = 1 the tiled path pads
 0.72-0.83x cuBLAS at 8192x1x1024 and 4096x1x4096. Here instead each row's K is split over the
 threads of one block: ``rfactor`` on the thread loop gives each thread a partial sum in a
 register, and the sum over the threads, bound to threadIdx.x, is lowered by TVM to warp
-shuffles (schedules/transforms.py, ``split_k_over_threads``); float4 loads, 8 passes unrolled.
+shuffles (schedules/transforms/cuda_core.py, ``split_k_over_threads``); float4 loads, 8 passes unrolled.
 One kernel, no partial buffer, and at first no padding (the rule took it only where the block
 divided the shape; K now pads, below). Prediction, from a probe of 36 such schedules (H100,
 same day, kernel time): 1.35 TFLOPS at 4096x1x4096 (2 rows x 128 threads) and 2.40 at
@@ -126,7 +126,7 @@ Vector-matrix mode (``k_threads`` > 1 with block_n > 1, 2026-11-23). At M = 1 (o
 times B: a batch-1 layer) the tiled path pads M to an 8-row tile and splits K over blocks,
 with a second kernel for the partials; at 1x8192x1024 that call took 10.9 us with 8.8 us of
 host submission (the benchmark flagged it host-bound). The mirror of the matrix-vector
-mode makes it one kernel (schedules/transforms.py, ``vector_matrix_split_k``): threads along
+mode makes it one kernel (schedules/transforms/cuda_core.py, ``vector_matrix_split_k``): threads along
 n read a float4 of a row of B each, K is split into contiguous ranges over threadIdx.y, and
 the sum over threadIdx.y is TVM's cross-thread reduction (a shared-memory tree per column:
 TVM lowers one only where the reduction's thread loop is innermost, so the columns stay a
@@ -166,7 +166,7 @@ K split over blocks as well as threads would be the next step.
 Long K (issue 28's contract, 2026-11-24): at 16 x 16 x 2^20 the rule splits 64 ways, and each
 partial is still one serial fp32 sum of 2^14 k: 2.3e-6 against cuBLAS SGEMM's 1.1e-6 (H100;
 at 2^16, chunks of 1024 k, 6.4e-7, within the contract). Where a chunk is at least 8192 k long,
-the build now adds a second accumulator to the partials kernel (schedules/long_k.py: each 512 k
+the build now adds a second accumulator to the partials kernel (schedules/lowering/long_k.py: each 512 k
 summed from zero, then added into it); the reduction kernel is unchanged. A float32 simulation
 of that order predicts 4.3e-7 at 2^20 (2.3e-6 for the present one); not yet measured. Chunks
 under 8192 k, every tuned shape's included, build the same CUDA as before; the matrix-vector
@@ -183,7 +183,7 @@ from pathlib import Path
 from . import shape_rule
 from . import step10_tuned as prior
 from .config import SplitKConfig
-from .transforms import reduce_partials, split_k_over_threads, split_k_rfactor, vector_matrix_split_k
+from .transforms.cuda_core import reduce_partials, split_k_over_threads, split_k_rfactor, vector_matrix_split_k
 
 NUMBER = 11
 NAME = "split-K"

@@ -5,7 +5,7 @@ pair; the H100's FFMA ceiling is about 66 TFLOP/s. Its tensor cores run ``mma.sy
 TF32 at about 322 (../shared/notes/tensor-cores.md): a warp multiplies a 16 x 8 by an 8 x 8
 tile in one instruction. TensorIR reaches them with two primitives. ``blockize`` turns the
 innermost 16 x 16 x 8 tile of the matmul into one block; ``tensorize`` replaces that block
-with an intrinsic whose description has the same loops (schedules/tensor_intrin.py registers
+with an intrinsic whose description has the same loops (schedules/transforms/tensor_intrin.py registers
 the project's own: TVM ships none for TF32). The loop nest around it is a warp-level version
 of the earlier steps: a 128 x 128 block tile, four warps of 64 x 64, A and B staged through
 shared memory 32 k at a time by all threads, and per 8 k each warp loads its fragments
@@ -35,7 +35,7 @@ Run: python -m steps.step12
 
 from __future__ import annotations
 
-from . import tensor_core, tensor_intrin
+from .transforms import tensor_core, tensor_intrin
 from .config import TensorCoreConfig
 
 NUMBER = 12

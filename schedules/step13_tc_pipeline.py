@@ -101,7 +101,7 @@ Then CUTLASS's best shape, and one more idea from it: one barrier per slice. TVM
 puts two in every slice (before the copies, which overwrite a stage other warps may still read,
 and after the wait); CUTLASS waits first, syncs once, and then copies. That one barrier covers
 both hazards, because the stage the copy overwrites was last read in the previous slice
-(schedules/one_barrier.py, a TIR pass run after ThreadSync: ``barriers=1``). Prediction:
+(schedules/lowering/one_barrier.py, a TIR pass run after ThreadSync: ``barriers=1``). Prediction:
 nothing for two 4-warp blocks per SM, where one block's barriers hide behind the other's mma
 (the CUDA edited this way measured -1% / -1% there), but something for CUTLASS's best shape,
 one 8-warp block per SM, where all 8 warps drain at every barrier. Measured (H100, 2026-11-23,
@@ -129,7 +129,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import step12_tensorize as prior
-from . import tensor_core
+from .transforms import tensor_core
 from .config import TensorCorePipelineConfig
 
 NUMBER = 13

@@ -63,12 +63,12 @@ fp32 at the ends of its range (issue 28; docs/fp32-contract.md). Prediction: TVM
 flushes the split's and the promote's FADDs (x - big is subnormal for x below ~2^-115); without
 the flush, what is left is the tensor core. Measured (H100, 2026-11-24, tools/fp32_probe.py):
 TF32 mma.sync keeps subnormal operands, products and sums exactly (its result is the exact sum
-of the TF32-truncated inputs, truncated to fp32), and with --ftz=false (schedules/nvrtc.py) the
+of the TF32-truncated inputs, truncated to fp32), and with --ftz=false (schedules/lowering/nvrtc.py) the
 errors at 2^-60 went 4.4e-4 -> 5.2e-7 (cuBLAS SGEMM 5.7e-7) and at 2^-64 0.89 -> 1.3e-6 (6.3e-7:
 2.1x, the mma's truncation in the subnormal range). An infinite operand splits into big = inf
 and small = inf - inf = NaN, so every output it reaches came out NaN, where fp32 gives +-inf:
 such outputs are now recomputed in plain fp32 after the store (FP32_FALLBACK,
-schedules/fp32_fallback.py), where keeping infinities out of the split itself cost 9% / 7%.
+schedules/lowering/fp32_fallback.py), where keeping infinities out of the split itself cost 9% / 7%.
 The same test recomputes tiny outputs (non-zero, under 2^-124 times 3 * ceil(K / 8), the most
 the subnormal truncations can add up to): predicted to bring 2^-64 to SGEMM's error, measured
 6.3e-7 (SGEMM 6.3e-7, H100, 2026-11-25); its cost, one test per stored float4, 1.018x / 0.991x
@@ -76,7 +76,7 @@ at 2048 / 4096 in 12 alternating rounds against the kernel without it (within no
 near 2^-120 keep 16 of their 24 bits (TF32's smallest value is 2^-136; 1.5e-5 against 5.7e-7),
 and a 16 x 16 x 2^20 product sums 2^15 slices in fp32 in order (3.1e-6 against SGEMM's
 split-K 1.1e-6). Since then, where C_acc adds more than 512 slice sums (K over about 16384), the
-build promotes it every 512 slices into a second accumulator (schedules/long_k.py); predicted
+build promotes it every 512 slices into a second accumulator (schedules/lowering/long_k.py); predicted
 (a float32 simulation of the adds, plus the tensor core's ~5e-7 of truncation within a slice)
 ~6.5e-7 at 2^16 and ~7e-7 at 2^20, not yet measured. K up to 16384 builds the same CUDA as before.
 
@@ -88,9 +88,9 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from . import step13_tc_pipeline as prior
-from . import tensor_core, tensor_intrin
+from .transforms import tensor_core, tensor_intrin
 from .config import TF32x3Config
-from .padding import padded_shape
+from .transforms.padding import padded_shape
 
 NUMBER = 14
 TENSOR_CORES = True
@@ -98,7 +98,7 @@ NAME = "3xTF32"
 IDEA = "split operands into big + small TF32 (producer blocks at the fragment load), 3 mma per product"
 Config = TF32x3Config
 PASS_CONFIG: dict = dict(prior.PASS_CONFIG)
-# Outputs that come out NaN or tiny are computed again in plain fp32 (schedules/fp32_fallback.py):
+# Outputs that come out NaN or tiny are computed again in plain fp32 (schedules/lowering/fp32_fallback.py):
 # what an infinite operand's split (big = inf, small = inf - inf) and the tensor core's truncation
 # of subnormal sums do to them, corrected.
 FP32_FALLBACK = True

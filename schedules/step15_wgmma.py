@@ -19,7 +19,7 @@ shared memory, both sides coalesced), 13 us of the 2048^3 total; step 18 removes
 
 Why this is written, not scheduled: wgmma's accumulator is spread over 128 threads (no
 TensorIR scope holds it: "warp" scope is one warp), TMA needs a host-side tensor map, and the
-mbarrier phases are control flow over time. schedules/wgmma.py says more; the kernel is one
+mbarrier phases are control flow over time. schedules/transforms/wgmma.py says more; the kernel is one
 sblock of ``T.ptx`` calls, and each later rung is one switch in it.
 
 Reduced precision, said so: the tensor cores read TF32 (a 10-bit mantissa; they truncate the
@@ -45,7 +45,7 @@ Run: python -m steps.step15   (builds for sm_90a; --build-only works without a G
 
 from __future__ import annotations
 
-from . import wgmma
+from .transforms import wgmma
 from .config import WgmmaConfig
 
 NUMBER = 15

@@ -26,7 +26,7 @@ Run: python -m steps.step16
 
 from __future__ import annotations
 
-from . import wgmma
+from .transforms import wgmma
 from .config import WgmmaPipelineConfig
 
 NUMBER = 16

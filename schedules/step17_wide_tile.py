@@ -21,7 +21,7 @@ Run: python -m steps.step17
 
 from __future__ import annotations
 
-from . import wgmma
+from .transforms import wgmma
 from .config import WgmmaPipelineConfig
 
 NUMBER = 17

@@ -53,7 +53,7 @@ Run: python -m steps.step18
 
 from __future__ import annotations
 
-from . import wgmma
+from .transforms import wgmma
 from .config import WgmmaRegisterAConfig
 
 NUMBER = 18

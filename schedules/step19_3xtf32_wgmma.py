@@ -28,10 +28,10 @@ shared memory, so the split falls into two places:
   restarts it (scale-d false). The total is 64 more registers a thread, so the tile is 128 x
   128 (wgmma m64n128k8, two consumers), not step 18's 256 x 128. Where K is long enough that
   the total would add more than 1024 chunk sums (K over 32768 at promote 1), it is added into C
-  every 512 chunks instead (schedules/long_k.py's reason).
+  every 512 chunks instead (schedules/lowering/long_k.py's reason).
 - **fp32's special values.** An infinite x splits into inf and NaN, and subnormal sums are
   truncated by whole units: each thread tests what it stores and recomputes NaN and tiny
-  outputs with serial FFMA (schedules/fp32_fallback.py's test, here written into the kernel).
+  outputs with serial FFMA (schedules/lowering/fp32_fallback.py's test, here written into the kernel).
 
 Prediction. Shared memory per stage (32 k): TMA writes 32 KB, the split reads 16 and writes 16,
 the fragment loads read 16, and wgmma reads its shared operand 24 times (4 KB each), 96 KB: 176
@@ -120,7 +120,7 @@ Run: python -m steps.step19
 
 from __future__ import annotations
 
-from . import wgmma
+from .transforms import wgmma
 from .config import Wgmma3xTF32Config
 
 NUMBER = 19

@@ -18,7 +18,7 @@ Long K (issue 28's contract, docs/fp32-contract.md): one serial fp32 sum over al
 loses accuracy like sqrt(K): 4.9e-6 at K = 2^16 and 1.7e-5 at 2^20 on the H100 (16 x 16
 outputs), where cuBLAS SGEMM, which splits K, has 4.9e-7 and 1.1e-6; every step to 10 keeps
 this one accumulator per output. So where K >= 8192, ``schedules.build`` adds a pass
-(schedules/long_k.py) that sums each chunk of 512 k from zero and adds it into a second
+(schedules/lowering/long_k.py) that sums each chunk of 512 k from zero and adds it into a second
 accumulator: predicted ~4e-7 and ~8e-7 (a float32 simulation), not yet measured. Shorter K,
 every square the ladder times included, builds byte-identical CUDA.
 
@@ -26,7 +26,7 @@ Run: python -m steps.step1   (--build-only without a GPU, --explain for the IR a
 """
 
 from .config import GridConfig
-from .transforms import tile_grid
+from .transforms.cuda_core import tile_grid
 
 NUMBER = 1
 NAME = "tiled grid"

@@ -21,13 +21,13 @@ Measured (committed runs: H200 2026-11-21 / H100 2026-11-22): 3.1 / 11.5 / 18.2 
 global loads the L1 serves worse than step 1's one-warp-wide rows; shared memory fixes it.
 
 Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
-k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+k (schedules/lowering/long_k.py, as for step 1); shorter K builds the same CUDA as before.
 
 Run: python -m steps.step2
 """
 
 from .config import RegisterTileConfig
-from .transforms import tile_registers
+from .transforms.cuda_core import tile_registers
 
 NUMBER = 2
 NAME = "register tiling"

@@ -15,14 +15,14 @@ Measured (H200, 2026-11-21): 0.5 / 0.8 / 3.2 TFLOPS at 512 / 1024 / 2048 with st
 because L1 absorbs part of the redundant global reads.
 
 Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
-k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+k (schedules/lowering/long_k.py, as for step 1); shorter K builds the same CUDA as before.
 
 Run: python -m steps.step3
 """
 
 from . import step2_register_tile as prior
 from .config import SharedTileConfig
-from .transforms import stage_in_shared
+from .transforms.cuda_core import stage_in_shared
 
 NUMBER = 3
 NAME = "shared memory"

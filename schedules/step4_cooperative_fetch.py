@@ -17,14 +17,14 @@ thread copies one float4 (as with these tiles), up to 15% faster on 8x8 tiles wh
 more; the contiguous run is kept because step 6 needs it to stage the copy in registers.
 
 Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
-k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+k (schedules/lowering/long_k.py, as for step 1); shorter K builds the same CUDA as before.
 
 Run: python -m steps.step4
 """
 
 from . import step3_shared as prior
 from .config import CooperativeFetchConfig
-from .transforms import cooperative_fetch
+from .transforms.cuda_core import cooperative_fetch
 
 NUMBER = 4
 NAME = "cooperative fetch"

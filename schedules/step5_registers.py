@@ -19,7 +19,7 @@ micro-tiles (64 accumulators, where nvcc's implicit promotion in step 4 does wor
 2048; 4x4 tiles stay best at 512 (32x64) and 1024 (64x64), +1-5% over step 4.
 
 Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
-k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+k (schedules/lowering/long_k.py, as for step 1); shorter K builds the same CUDA as before.
 
 Run: python -m steps.step5
 """
@@ -27,7 +27,7 @@ Run: python -m steps.step5
 
 from . import step4_cooperative_fetch as prior
 from .config import CooperativeFetchConfig
-from .transforms import accumulate_in_registers
+from .transforms.cuda_core import accumulate_in_registers
 
 NUMBER = 5
 NAME = "registers"

@@ -19,7 +19,7 @@ doubling both shared and register buffers lost 15-30%, because the two register 
 indexed by ``k % 2`` at run time and go to local memory (176-byte stack frame).
 
 Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
-k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+k (schedules/lowering/long_k.py, as for step 1); shorter K builds the same CUDA as before.
 
 Run: python -m steps.step6
 """
@@ -27,7 +27,7 @@ Run: python -m steps.step6
 from . import step4_cooperative_fetch as step4
 from . import step5_registers as prior
 from .config import CooperativeFetchConfig
-from .transforms import prefetch_pipeline
+from .transforms.cuda_core import prefetch_pipeline
 
 NUMBER = 6
 NAME = "double buffering"

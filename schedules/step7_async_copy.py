@@ -32,14 +32,14 @@ blocks per SM. Deeper pipelines help the small sizes (4 stages), 2 stages of bk3
 2048.
 
 Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
-k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+k (schedules/lowering/long_k.py, as for step 1); shorter K builds the same CUDA as before.
 
 Run: python -m steps.step7
 """
 
 from . import step5_registers as step5
 from .config import AsyncCopyConfig
-from .transforms import async_copy_pipeline
+from .transforms.cuda_core import async_copy_pipeline
 
 NUMBER = 7
 NAME = "async copy"

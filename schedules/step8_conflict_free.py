@@ -44,14 +44,14 @@ against 24.6 / 41.1 / 45.2 m-major), so the sweep no longer searches it; it stay
 and tested, as the measured counterexample.
 
 Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
-k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+k (schedules/lowering/long_k.py, as for step 1); shorter K builds the same CUDA as before.
 
 Run: python -m steps.step8
 """
 
 from . import step7_async_copy as prior
 from .config import ConflictFreeConfig
-from .transforms import conflict_free_layout
+from .transforms.cuda_core import conflict_free_layout
 
 NUMBER = 8
 NAME = "conflict-free shared"

@@ -29,7 +29,7 @@ longer fit 64 K registers): 450 -> 545 us. Rasterization: nothing either, as pre
 step-10 sweep's raster=8 and raster=1 winners differ by < 1%).
 
 Long K: where K >= 8192 the build adds a second accumulator per output, promoted every 512
-k (schedules/long_k.py, as for step 1); shorter K builds the same CUDA as before.
+k (schedules/lowering/long_k.py, as for step 1); shorter K builds the same CUDA as before.
 
 Run: python -m steps.step9
 """

@@ -298,7 +298,7 @@ def workers_environment(_: int) -> dict:
     import tempfile
 
     return {"tmpdir": os.environ.get("TMPDIR"), "gettempdir": tempfile.gettempdir(),
-            "nvrtc": os.environ.get(schedules.nvrtc.EXTRA_OPTS, "")}
+            "nvrtc": os.environ.get(schedules.lowering.nvrtc.EXTRA_OPTS, "")}
 
 
 def test_pool_workers_precompile_headers_in_a_folder_the_pool_removes():
@@ -320,7 +320,7 @@ def test_pool_workers_precompile_headers_in_a_folder_the_pool_removes():
     assert len(seen) == 4
     for res in seen:
         assert res["tmpdir"] == res["gettempdir"] == scratch
-        assert res["nvrtc"].split()[-4:] == [f"--pre-include={h}" for h in schedules.nvrtc.PRECOMPILED] + ["--pch"]
+        assert res["nvrtc"].split()[-4:] == [f"--pre-include={h}" for h in schedules.lowering.nvrtc.PRECOMPILED] + ["--pch"]
     assert not os.path.exists(scratch)
     assert signal.getsignal(signal.SIGTERM) is before
 

@@ -109,7 +109,7 @@ def test_non_positive_or_non_int_fields(cfg, field):
 
 
 def test_block_tiles_need_not_divide_the_problem():
-    """Any M, N, K: Step.schedule pads to whole tiles (schedules/padding.py, tests/test_shapes.py)."""
+    """Any M, N, K: Step.schedule pads to whole tiles (schedules/transforms/padding.py, tests/test_shapes.py)."""
     for cls in CONFIG_CLASSES:
         cls().validate(1000, 1500, 700)
         cls().validate(1, 1, 1)

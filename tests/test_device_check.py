@@ -1,4 +1,4 @@
-"""The float64 check that runs where C is (schedules/device_check.py), against the host's.
+"""The float64 check that runs where C is (schedules/integration/device_check.py), against the host's.
 
 An RPC sweep checks each candidate on its server's device so that C never crosses the socket;
 it must say what the local check (harness.relative_error on numpy's float64 product) says:
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import schedules
-from schedules import device_check
+from schedules.integration import device_check
 from steps.measure import harness, rpc
 
 SIZES = [(33, 17, 65), (128, 96, 256), (1, 300, 7)]

@@ -1,4 +1,4 @@
-"""The fused epilogue (schedules/epilogue.py): D = act(alpha * A @ B + bias + beta * C_in) in the
+"""The fused epilogue (schedules/transforms/epilogue.py): D = act(alpha * A @ B + bias + beta * C_in) in the
 step's store. The math runs here on the CPU (the unscheduled function, built for llvm); the
 schedules are built for CUDA and read: one kernel fused, two separate. On a GPU:
 tests/test_gpu_epilogue.py and python -m steps.epilogue."""
@@ -14,7 +14,7 @@ import tvm
 
 import schedules
 from schedules import ConfigError
-from schedules.epilogue import Epilogue
+from schedules.transforms.epilogue import Epilogue
 from schedules.matmul import matmul_epilogue
 
 EPILOGUES = [Epilogue(bias=True), Epilogue(bias=True, activation="relu"), Epilogue(bias=True, activation="gelu"),

@@ -1,4 +1,4 @@
-"""On a CUDA GPU: the fused epilogue (schedules/epilogue.py) is correct for every step that takes
+"""On a CUDA GPU: the fused epilogue (schedules/transforms/epilogue.py) is correct for every step that takes
 it, fused and separate, on shapes that pad, split K and divide; python -m steps.epilogue runs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import schedules
-from schedules.epilogue import Epilogue
+from schedules.transforms.epilogue import Epilogue
 from steps.commands import epilogue as command
 from steps.measure import harness
 

@@ -1,4 +1,4 @@
-"""On a CUDA GPU: functions the dlight rule scheduled (schedules/ladder_rule.py) compute what
+"""On a CUDA GPU: functions the dlight rule scheduled (schedules/integration/ladder_rule.py) compute what
 their TensorIR says: NT with a folded batch and a ReLU, the model's fused bias + GELU, and
 batched products (NN, and attention's scaled q k^T over two leading dims) over blockIdx.z."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tvm
 
-from schedules import relax_dispatch
-from schedules.ladder_rule import LadderMatmul
+from schedules.integration import relax_dispatch
+from schedules.integration.ladder_rule import LadderMatmul
 from steps.measure import harness
 
 from .test_ladder_rule import TARGET, batched, fused_functions, nt_relu, scores
@@ -67,7 +67,7 @@ def test_batched_products(func, shapes, ref):
 @pytest.mark.parametrize("args", [(12, 128, 128, 64, True), (8, 100, 77, 64, False), (32, 1, 512, 128, True)],
                          ids=lambda a: "x".join(map(str, a[:4])) + ("-NT" if a[4] else "-NN"))
 def test_batched_matmul_builds_run_against_float64(args):
-    from schedules import batched as batched_, ladder_rule
+    from schedules.integration import batched as batched_, ladder_rule
 
     nb, M, N, K, transposed = args
     lib = ladder_rule.build(batched_.batched_matmul(*args))
@@ -89,8 +89,8 @@ def test_each_step_takes_a_transposed_b(number, M, N, K):
     # B stored N x K through each step's own schedule: the copy one float at a time in the
     # source's order (tests/test_ladder_rule.py says why), against float64
     import schedules
-    from schedules import ladder_rule
-    from schedules.ladder_rule import match
+    from schedules.integration import ladder_rule
+    from schedules.integration.ladder_rule import match
 
     from .test_ladder_rule import nt
 

@@ -25,9 +25,9 @@ pytestmark = pytest.mark.gpu
 SIZE = 256
 FP32_STEPS = [s for s in schedules.STEPS if s.precision == "fp32"]
 # Misses the committed H100 run measured (2026-11-24, special_values.json), with why: docs/fp32-contract.md.
-# None since 2026-11-25: the long-K classes met it once schedules/long_k.py promoted the sums, and
+# None since 2026-11-25: the long-K classes met it once schedules/lowering/long_k.py promoted the sums, and
 # step 14 at 2^-64 (the tensor core's truncation of subnormal sums, 1.3e-6 against cuBLAS's 6.3e-7)
-# once schedules/fp32_fallback.py recomputed tiny outputs in fp32. A new one goes here as
+# once schedules/lowering/fp32_fallback.py recomputed tiny outputs in fp32. A new one goes here as
 # (step number, class name): why, measured.
 KNOWN_MISSES: dict[tuple[int, str], str] = {}
 
@@ -82,7 +82,7 @@ def test_error_within_twice_cublas_or_1e_6(kernels, step, name):
 
 def test_step14_turns_inf_into_inf_not_nan(kernels):
     """The 3xTF32 split makes small = inf - inf = NaN for an infinite operand; the fallback
-    (schedules/fp32_fallback.py) recomputes those outputs in fp32: +-inf where float64 is."""
+    (schedules/lowering/fp32_fallback.py) recomputes those outputs in fp32: +-inf where float64 is."""
     a, b, ref, _ = _case("inf and NaN")
     out = kernels.run(schedules.get_step(14), a, b)
     row = data.POS_INF[0]
@@ -93,7 +93,7 @@ def test_step14_turns_inf_into_inf_not_nan(kernels):
 
 def test_subnormal_products_are_kept_not_flushed(kernels):
     """2^-64 scale: every product below 2^-126. A kernel built with TVM's default fast math
-    returns zeros there; every fp32 step keeps them (schedules/nvrtc.py)."""
+    returns zeros there; every fp32 step keeps them (schedules/lowering/nvrtc.py)."""
     a, b, ref, _ = _case("scale 2^-64")
     for step in FP32_STEPS:
         out = kernels.run(step, a, b)

@@ -1,4 +1,4 @@
-"""The Hopper rungs (steps 15-19, schedules/wgmma.py) without a GPU: what they are, that they
+"""The Hopper rungs (steps 15-19, schedules/transforms/wgmma.py) without a GPU: what they are, that they
 build for sm_90a with the instructions their ideas name, ptxas's report, their configs' one-line
 errors, odd shapes, and the one line a GPU of another kind gets. Step 19 (3xTF32 on wgmma) has
 its own section: the split, the three products, the promotion, the fp32 fallback.
@@ -146,7 +146,7 @@ def test_odd_shapes_build(step, shape):
     # where N is not (it maps B itself); the GEMM guards its stores of C.
     assert ("A_pad" in src) == (K % 4 != 0)
     assert ("B_pad" in src) == (cfg.register_a and N % 4 != 0)
-    described = schedules.padding.describe(cfg, M, N, K)
+    described = schedules.transforms.padding.describe(cfg, M, N, K)
     assert ("A" in described) == (K % 4 != 0)
 
 
@@ -283,11 +283,11 @@ def test_step19_splits_once_per_tile_and_promotes(promote):
     promotes = re.findall(r"total_ptr\[(\d+)\] = \(total_ptr\[\1\] \+ acc_ptr\[\1\]\);", src)
     assert sorted(set(int(i) for i in promotes)) == list(range(64))
     assert len(promotes) == 64 * (2 if promote == 1 else 1)
-    assert "_promoted" not in src  # schedules/long_k.py's pass leaves step 19 alone
+    assert "_promoted" not in src  # schedules/lowering/long_k.py's pass leaves step 19 alone
 
 
 def test_step19_recomputes_nan_and_tiny_outputs_in_fp32():
-    from schedules import fp32_fallback
+    from schedules.lowering import fp32_fallback
 
     M, N, K = 1000, 1500, 700
     src = source(SPLIT_STEP, M, N, K)
@@ -323,7 +323,7 @@ def test_step19_ptxas_keeps_wgmma_async(cfg):
     assert "C7518" not in report.log and "serialized" not in report.log
 
 
-# --- the copy kernels, scheduled (schedules/wgmma.py: schedule_copies) ------------------------
+# --- the copy kernels, scheduled (schedules/transforms/wgmma.py: schedule_copies) ------------------------
 
 
 def test_the_transposed_copy_of_b_is_a_tensorir_schedule():
@@ -331,7 +331,7 @@ def test_the_transposed_copy_of_b_is_a_tensorir_schedule():
     of B in shared memory with rows padded to 33 floats, 8 x 32 threads, four rows each way."""
     from tvm import s_tir
 
-    from schedules import wgmma
+    from schedules.transforms import wgmma
 
     func = wgmma.computation(2048, 2048, 2048, WgmmaConfig())
     plain = s_tir.Schedule(func)  # as computation() writes it: two plain loops, no threads yet
@@ -348,7 +348,7 @@ def test_schedule_copies_refuses_a_block_it_does_not_know():
     from tvm import s_tir
     from tvm.script import tirx as T
 
-    from schedules import wgmma
+    from schedules.transforms import wgmma
 
     @T.prim_func(s_tir=True)
     def stray(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):

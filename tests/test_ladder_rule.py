@@ -1,4 +1,4 @@
-"""The dlight rule (schedules/ladder_rule.py): which functions it takes, what it declines, and
+"""The dlight rule (schedules/integration/ladder_rule.py): which functions it takes, what it declines, and
 that what it schedules builds for CUDA with the epilogue in the matmul's kernel. Numbers on a
 GPU: tests/test_gpu_model.py (the model, whose small token counts go through this rule) and
 tests/test_gpu_ladder_rule.py."""
@@ -15,8 +15,10 @@ from tvm.s_tir import dlight as dl
 from tvm.script import tirx as T
 
 import schedules
-from schedules import ConfigError, padding, relax_dispatch
-from schedules.ladder_rule import LadderMatmul, match
+from schedules import ConfigError
+from schedules.transforms import padding
+from schedules.integration import relax_dispatch
+from schedules.integration.ladder_rule import LadderMatmul, match
 from steps.measure import model as block
 from steps.measure import nvcc
 
@@ -185,7 +187,7 @@ def test_the_rewritten_product_computes_the_function_on_a_cpu(func, shapes, ref)
     # The rule's rewrite (padded blocks reading the function's own buffers, the batch unravelled
     # into its leading dims) before any schedule, run on the CPU: the index arithmetic a GPU
     # kernel inherits, checked against float64 here. Padded to a tile that divides nothing.
-    from schedules import ladder_rule
+    from schedules.integration import ladder_rule
 
     p = match(func)
     step, cfg = ladder_rule.choose(p, "fp32", "sm_90")
@@ -200,7 +202,7 @@ def test_the_rewritten_product_computes_the_function_on_a_cpu(func, shapes, ref)
 
 
 def test_the_batched_form_is_for_the_cuda_core_steps():
-    from schedules import batched as batched_
+    from schedules.integration import batched as batched_
 
     with pytest.raises(ConfigError, match="no batched form"):
         batched_.config(schedules.get_step(13), 4, 128, 128, 64)
@@ -215,7 +217,7 @@ def test_the_batched_form_is_for_the_cuda_core_steps():
 @pytest.mark.parametrize("number", range(1, 12))
 def test_every_cuda_core_step_has_a_batched_form(number):
     # padded in every dimension, B as N x K: the batch outside each step's own schedule
-    from schedules import batched as batched_, ladder_rule
+    from schedules.integration import batched as batched_, ladder_rule
 
     func = batched_.batched_matmul(6, 100, 72, 60, transposed_b=True)
     p = match(func)
@@ -226,7 +228,7 @@ def test_every_cuda_core_step_has_a_batched_form(number):
 
 
 def test_build_compiles_a_batched_matmul_and_refuses_what_the_rule_declines():
-    from schedules import batched as batched_, ladder_rule
+    from schedules.integration import batched as batched_, ladder_rule
 
     lib = ladder_rule.build(batched_.batched_matmul(6, 96, 80, 64, transposed_b=True))
     assert "blockIdx.z" in schedules.cuda_source(lib)
@@ -294,7 +296,7 @@ def test_a_transposed_b_is_copied_a_float_at_a_time(number, M, N, K):
     # four rows were meant (a misaligned-address fault on the H100, or wrong data). The copy of
     # a transposed B must go one float at a time, consecutive threads along K (the source's
     # contiguous axis). M = 0: batched (3 x 100 x 100 x 72).
-    from schedules import batched as batched_, ladder_rule
+    from schedules.integration import batched as batched_, ladder_rule
 
     step = schedules.get_step(number)
     if M:

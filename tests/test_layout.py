@@ -23,9 +23,14 @@ import schedules
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("steps", "schedules")
 
-# steps/'s layers, top first: a module may import from its own layer and the layers below it.
-# The top of steps/ is the entry points (stepN.py, __main__.py, bench.py, ...).
-LAYERS = ("steps", "steps.commands", "steps.report", "steps.measure", "steps.results", "schedules")
+# The layers, top first: a module may import from its own layer and the layers below it.
+# The top of steps/ is the entry points (stepN.py, __main__.py, bench.py, ...). schedules/ is
+# four (docs/maintaining.md): where the ladder meets TVM (integration/), the ladder itself (the
+# registry, the base computation and the rungs at the top of schedules/), what the rungs are
+# built from (transforms/), what happens after TVM lowers them (lowering/); the rungs' configs
+# are plain data that every layer reads, so they sit at the bottom.
+LAYERS = ("steps", "steps.commands", "steps.report", "steps.measure", "steps.results",
+          "schedules.integration", "schedules", "schedules.transforms", "schedules.lowering", "schedules.config")
 
 
 def module_files(root: Path, packages=PACKAGES) -> dict[str, Path]:
@@ -152,6 +157,20 @@ def test_each_layer_of_steps_imports_only_from_the_layers_below():
     assert not upward_imports(graph), "\n".join(upward_imports(graph))
 
 
+def test_schedules_has_its_four_layers():
+    """Each part of schedules/ holds what docs/maintaining.md says it does: the rungs at the top,
+    the transforms, the lowering passes and TVM's side in folders of their own."""
+    layers = {m: layer_of(m) for m in import_graph()}
+    assert {layers[s.module.__name__] for s in schedules.STEPS} == {"schedules"}
+    for module, layer in [("schedules.matmul", "schedules"), ("schedules.dispatch", "schedules"),
+                          ("schedules.transforms.cuda_core", "schedules.transforms"),
+                          ("schedules.transforms.wgmma", "schedules.transforms"),
+                          ("schedules.lowering.nvrtc", "schedules.lowering"),
+                          ("schedules.integration.ladder_rule", "schedules.integration"),
+                          ("schedules.integration.relax_dispatch", "schedules.integration")]:
+        assert layers[module] == layer, module
+
+
 def test_the_graph_sees_imports_inside_functions():
     """The ladder saves its plots through an import inside a function: the graph has it."""
     assert "steps.report.plot" in import_graph()["steps.commands.ladder"]
@@ -243,7 +262,11 @@ def test_names_from_a_package_init_are_edges_to_the_init(tmp_path):
 
 @pytest.mark.parametrize("importer, imported", [("steps.results.shapes", "steps.report.table"),
                                                 ("steps.measure.harness", "steps.commands.cli"),
-                                                ("schedules.config", "steps.results")])
+                                                ("schedules.config", "steps.results"),
+                                                ("schedules.transforms.padding", "schedules.step11_split_k"),
+                                                ("schedules.lowering.pipelines", "schedules.transforms.wgmma"),
+                                                ("schedules.step4_cooperative_fetch", "schedules.integration.ladder_rule"),
+                                                ("schedules.config", "schedules.matmul")])
 def test_an_upward_import_is_reported(importer, imported):
     graph = {m: set(d) for m, d in import_graph().items()}
     graph[importer].add(imported)

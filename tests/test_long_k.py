@@ -1,10 +1,10 @@
-"""Long K (schedules/long_k.py) without a GPU: where the second accumulator is added, that every
+"""Long K (schedules/lowering/long_k.py) without a GPU: where the second accumulator is added, that every
 other build is byte-identical to the CUDA before it existed, what the promoted CUDA holds, that
 the pass computes exactly the two-level sum (run on the CPU through LLVM), the error model in a
 float32 simulation, and ptxas's report of the promoted kernels.
 
 The hashes in tests/data/long_k_cuda_sha256.json were taken at commit 9e24cce, before
-schedules/long_k.py existed (step 14's re-taken when its fp32 fallback changed, 2026-11-25). A later, intended change to a step's CUDA at those shapes fails
+schedules/lowering/long_k.py existed (step 14's re-taken when its fp32 fallback changed, 2026-11-25). A later, intended change to a step's CUDA at those shapes fails
 ``test_cuda_is_byte_identical_below_long_k``: re-take them with ``python -m tests.test_long_k``,
 which hashes every build with the pass switched off (the CUDA as it would be without it).
 """
@@ -23,7 +23,7 @@ import tvm
 from tvm.script import tirx as T
 
 import schedules
-from schedules import long_k
+from schedules.lowering import long_k
 from steps.measure import nvcc
 
 HASHES = json.loads((Path(__file__).parent / "data" / "long_k_cuda_sha256.json").read_text())["hashes"]

@@ -1,5 +1,5 @@
 """The model path without a GPU: the block's math on the CPU against float64, the Relax pass that
-gives each matmul the ladder's kernel (schedules/relax_dispatch.py): what it rewrites, what it
+gives each matmul the ladder's kernel (schedules/integration/relax_dispatch.py): what it rewrites, what it
 leaves to dlight, that the module builds for sm_90a; python -m steps.model's bad input.
 On a GPU: tests/test_gpu_model.py."""
 
@@ -12,7 +12,8 @@ from tvm import relax
 from tvm.script import relax as R
 
 import schedules
-from schedules import ConfigError, relax_dispatch
+from schedules import ConfigError
+from schedules.integration import relax_dispatch
 from steps.commands import model as command
 from steps.measure import model as block
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import schedules
-from schedules import nvrtc
+from schedules.lowering import nvrtc
 
 # The plainest, cp.async's helpers, the last mma.sync step (mma.h), the last Hopper rung (sm_90a:
 # wgmma, TMA, mbarriers; what the driver compiles when a Hopper GPU loads it).
@@ -56,7 +56,7 @@ def test_nvrtc_from_the_wheels_compiles_steps_to_cubins():
         assert magic == "7f454c46", f"step {number}: not an ELF cubin ({magic})"
         assert size > 1000, f"step {number}: a {size}-byte cubin"
     # The library and the headers are the wheels' (site-packages/nvidia/cu13), one release.
-    # The headers' root is what TVM's compile_cuda searches: without schedules/nvrtc.py it is
+    # The headers' root is what TVM's compile_cuda searches: without schedules/lowering/nvrtc.py it is
     # a toolkit's (/usr/local/cuda where one is installed, hiding the failure of a machine
     # without one) or none at all ("Cannot find CUDA path").
     assert out["found_via"] == "site-packages", out
@@ -104,7 +104,7 @@ import schedules
 from tvm.support import nvcc
 
 if sys.argv[2] == "fast-math":  # TVM's flags alone: what every kernel got before the fix
-    os.environ[schedules.nvrtc.EXTRA_OPTS] = os.environ[schedules.nvrtc.EXTRA_OPTS].replace("--ftz=false", "")
+    os.environ[schedules.lowering.nvrtc.EXTRA_OPTS] = os.environ[schedules.lowering.nvrtc.EXTRA_OPTS].replace("--ftz=false", "")
 out = {}
 for number in json.loads(sys.argv[1]):
     source = schedules.cuda_source(schedules.build(number, 256, 256, 256, arch="sm_90"))
@@ -140,7 +140,7 @@ from tvm.support import nvcc
 os.environ["TMPDIR"] = tempfile.mkdtemp()  # NVRTC's header goes here, away from other runs'
 tempfile.tempdir = None
 if sys.argv[2] == "pch":
-    schedules.nvrtc.precompile_headers()
+    schedules.lowering.nvrtc.precompile_headers()
 made, programs = [], []
 create_program, compile_program = nvrtc.nvrtcCreateProgram, nvrtc.nvrtcCompileProgram
 

@@ -4,7 +4,7 @@ database replays for every size it holds, and the plumbing says why a row is mis
 import pytest
 
 import schedules
-from schedules import references as tvm_refs
+from schedules.integration import references as tvm_refs
 from steps.measure import metaschedule, references
 
 H100 = "NVIDIA H100 80GB HBM3"

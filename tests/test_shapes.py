@@ -6,7 +6,7 @@ tests/test_gpu_shapes.py. Here:
 - shapes the tiles divide get exactly the IR (and CUDA) they had before shape support, so
   the speed at 512/1024/2048 is unchanged by construction;
 - odd shapes whose N and K are multiples of 4 keep every float4 global access the step has,
-  now predicated; others fall back to narrower accesses (schedules.padding.global_vector);
+  now predicated; others fall back to narrower accesses (schedules.transforms.padding.global_vector);
 - the padded TensorIR computes the right product when run on the CPU with its GPU threads
   made serial loops (the semantics of the padding and predicates, not of the CUDA);
 - nvcc compiles a few odd shapes without spills; bad input is one line and exit 2.
@@ -25,10 +25,10 @@ import tvm
 from tvm import s_tir
 
 import schedules
-from schedules import padding
+from schedules.transforms import padding
 from schedules.config import CooperativeFetchConfig, GridConfig, RegisterTileConfig, SharedTileConfig
 from schedules.matmul import matmul
-from schedules.transforms import hoist_init
+from schedules.transforms.cuda_core import hoist_init
 from steps.commands import cli
 from steps.measure import harness, nvcc
 
@@ -110,7 +110,7 @@ def test_divisible_shapes_get_the_unpadded_ir(step, n):
         # and C_pad blocks (no pad-free path to compare with): where the tiles divide, the pads
         # are the identity, their bounds checks fold away, and the kernel has no predicate.
         assert padding.padded_shape(step.default_config(n, n, n), n, n, n) == (n, n, n)
-        # (Its branches are the fp32 fallback's tests after the store, schedules/fp32_fallback.py.)
+        # (Its branches are the fp32 fallback's tests after the store, schedules/lowering/fp32_fallback.py.)
         kernel = re.sub(r"if \(+\(uint\)2139095040 < [^\n]*", "", cli.kernel_only(_source(step.number, n, n, n)))
         assert not re.search(r"\bif \(|condval|\?", kernel), "a predicate where the tiles divide"
         assert re.search(r"\bif \(|condval", cli.kernel_only(_source(step.number, n - 1, n, n)))

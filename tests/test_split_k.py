@@ -18,7 +18,8 @@ import pytest
 import tvm
 
 import schedules
-from schedules import padding, shape_rule, step10_tuned, step11_split_k
+from schedules.transforms import padding
+from schedules import shape_rule, step10_tuned, step11_split_k
 from schedules.config import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, SplitKConfig
 from steps.commands import options, sweep
 from steps.measure import harness, nvcc

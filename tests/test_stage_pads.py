@@ -1,4 +1,4 @@
-"""Step 11's staged padding (``stage_pads`` 1, schedules/padding.py ``stage_padding``).
+"""Step 11's staged padding (``stage_pads`` 1, schedules/transforms/padding.py ``stage_padding``).
 
 Where N or K is not a multiple of the vector, the misaligned operands are copied by kernels of
 their own into padded, aligned global buffers, and the matmul keeps its full vector width.
@@ -21,7 +21,8 @@ import pytest
 import tvm
 
 import schedules
-from schedules import padding, shape_rule, step10_tuned, step11_split_k
+from schedules.transforms import padding
+from schedules import shape_rule, step10_tuned, step11_split_k
 from schedules.config import SplitKConfig
 from steps.commands import sweep
 from steps.measure import harness, nvcc

@@ -289,7 +289,7 @@ def test_step8_transpose_a_is_0_or_1(value):
 
 
 def test_step8_transposed_A_builds_for_odd_shapes():
-    """Padding (schedules/padding.py) inlines into the 4-byte copies: predicated, zero-filled."""
+    """Padding (schedules/transforms/padding.py) inlines into the 4-byte copies: predicated, zero-filled."""
     cfg = STEP8_TRANSPOSED
     src = schedules.cuda_source(schedules.build(8, 100, 200, 72, config=cfg))
     assert re.search(r"ptx_cp_async_\w*pred\w*_4_4_4\(", src)  # A's predicated 4-byte copies

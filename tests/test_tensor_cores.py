@@ -18,7 +18,8 @@ import tvm
 from tvm.script import tirx as T
 
 import schedules
-from schedules import step14_3xtf32, tensor_intrin as ti
+from schedules import step14_3xtf32
+from schedules.transforms import tensor_intrin as ti
 from schedules.config import TensorCoreConfig, TensorCorePipelineConfig, TF32x3Config
 from steps.commands import cli
 from steps.measure import harness, nvcc
@@ -679,7 +680,7 @@ def test_gpu_promote_per_slice_is_fp32_accurate(shape, runner):
     assert all(e <= harness.TOLERANCE for e in errors), f"promote 2 at {_id(shape)}: relative errors {errors}"
 
 
-# --- one barrier per slice (schedules/one_barrier.py) ---------------------------------------
+# --- one barrier per slice (schedules/lowering/one_barrier.py) ---------------------------------------
 
 LOOP_SYNC_RE = re.compile(r"wait_group_async_wait_group_(?P<wait>\d)|(?P<commit>commit_group_async_commit_group\(\))|"
                           r"(?P<sync>__syncthreads\(\))|(?P<copy>ptx_cp_async_legacy_(?:pred_)?c[ag]_\d+)")
@@ -742,7 +743,7 @@ def test_one_barrier_builds_where_the_loop_is_short_or_absent(shape):
         assert _k_loop_head(src)[1:3] == ["sync", "copy"]
 
 
-# --- the fp32 fallback for NaN and tiny outputs (schedules/fp32_fallback.py) ----------------------
+# --- the fp32 fallback for NaN and tiny outputs (schedules/lowering/fp32_fallback.py) ----------------------
 
 # One lane's test, in two halves: NaN (|x|'s bits above +inf's), or 0 < |x| < the tiny bound
 # (|x|'s bits - 1 below the bound's bits - 1, group 1).
@@ -759,7 +760,7 @@ def test_step14_recomputes_its_nan_and_tiny_outputs_in_fp32(shape):
     each and computes that output again, K serial fmaf of A's row and B's column from global
     memory, stored over it. 3xTF32 makes NaN wherever an infinity reaches an output (small = inf
     - inf), where fp32 has +-inf; and the tensor core truncates tiny sums by whole subnormal ulps."""
-    from schedules import fp32_fallback
+    from schedules.lowering import fp32_fallback
 
     M, N, K = shape
     src = _source(14, shape)
@@ -785,7 +786,7 @@ def test_step14_recomputes_its_nan_and_tiny_outputs_in_fp32(shape):
 @pytest.mark.parametrize("K, exponent", [(1, -122), (8, -122), (9, -121), (1024, -115), (4096, -113), (2**20, -105)])
 def test_the_tiny_bound_covers_the_truncations(K, exponent):
     """3 * ceil(K / 8) truncations of at most 2^-149 each stay under 2^-25 of the bound."""
-    from schedules import fp32_fallback
+    from schedules.lowering import fp32_fallback
 
     bound = fp32_fallback.tiny_bound(K)
     assert bound == 2.0 ** exponent
@@ -803,7 +804,7 @@ def _classify(X: T.Buffer((12,), "float32"), Y: T.Buffer((12,), "int32")):
 def test_the_fallback_test_on_values_either_side_of_each_bound():
     """The pass's per-lane test, compiled for the CPU and run on fp32 values: NaN and tiny
     non-zero values need fp32; infinities, zeros, the bound itself and ordinary values do not."""
-    from schedules import fp32_fallback
+    from schedules.lowering import fp32_fallback
 
     bound = fp32_fallback.tiny_bound(1024)
     bits = int(np.float32(bound).view(np.uint32))
@@ -814,7 +815,7 @@ def test_the_fallback_test_on_values_either_side_of_each_bound():
             return tvm.tirx.BufferStore(node.buffer, tvm.tirx.Cast("int32", test), node.indices)
         return None
 
-    from schedules import pipelines
+    from schedules.lowering import pipelines
 
     func = _classify.with_body(pipelines.rewrite(_classify.body, visit))
     lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
@@ -832,7 +833,7 @@ def test_only_3xtf32_gets_the_fallback():
 
 
 def test_the_fallback_reads_m_n_k_from_the_flat_sizes():
-    from schedules import fp32_fallback
+    from schedules.lowering import fp32_fallback
 
     def flat(n, name):
         return tvm.tirx.decl_buffer((n,), "float32", name=name)
@@ -844,7 +845,7 @@ def test_the_fallback_reads_m_n_k_from_the_flat_sizes():
 
 
 def test_pipelines_compose_the_device_passes():
-    from schedules import fp32_fallback, one_barrier, pipelines
+    from schedules.lowering import fp32_fallback, one_barrier, pipelines
 
     assert pipelines.with_device_passes() == "default"
     name = pipelines.with_device_passes(one_barrier.single_barrier_pass, fp32_fallback.fp32_fallback_pass)

@@ -1,4 +1,4 @@
-"""Batched matmul on a GPU (schedules/batched.py): the ladder's kernel against torch.bmm in fp32.
+"""Batched matmul on a GPU (schedules/integration/batched.py): the ladder's kernel against torch.bmm in fp32.
 
     python tools/batched_probe.py                     # the default attention-like shapes
     python tools/batched_probe.py --shape 32 128 128 64 nt --rounds 6
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
         return 2
     import tvm
 
-    from schedules import batched, ladder_rule
+    from schedules.integration import batched, ladder_rule
     from steps.measure import harness
 
     if not harness.gpu_present():

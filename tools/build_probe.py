@@ -2,7 +2,7 @@
 processes of one host, under two ways of compiling with NVRTC:
 
   plain  TVM's compile as it is: every kernel parses libcu++'s headers (~1 s of ~1.7 s);
-  pch    schedules/nvrtc.py's precompile_headers (what a sweep's build processes use now).
+  pch    schedules/lowering/nvrtc.py's precompile_headers (what a sweep's build processes use now).
 
     python tools/build_probe.py [--procs 32 16] [--candidates 192] [--out logs/build_probe.json]
 
@@ -43,7 +43,7 @@ def _init(variant: str, scratch: str) -> None:
     os.environ["TMPDIR"] = scratch
     tempfile.tempdir = None
     if variant == "pch":
-        schedules.nvrtc.precompile_headers()
+        schedules.lowering.nvrtc.precompile_headers()
     import tvm
 
     compile_ = tvm.get_global_func("tvm_callback_cuda_compile")

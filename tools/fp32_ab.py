@@ -5,10 +5,10 @@
 Pairs, each built twice in this process and timed in alternating rounds (the order flipped
 every round), on the harness's method (CUDA events, warm-up, medians):
 
-- step 14 with the fp32 fallback pass (schedules/fp32_fallback.py) against TVM's default pipeline;
-- steps 11, 13 and 14 compiled with ``--ftz=false`` (schedules/nvrtc.py) against TVM's fast
+- step 14 with the fp32 fallback pass (schedules/lowering/fp32_fallback.py) against TVM's default pipeline;
+- steps 11, 13 and 14 compiled with ``--ftz=false`` (schedules/lowering/nvrtc.py) against TVM's fast
   math alone. ``CUDA_CACHE_DISABLE=1`` is required: the driver's compute cache would hand the
-  second build of a source the first one's SASS (schedules/nvrtc.py says why).
+  second build of a source the first one's SASS (schedules/lowering/nvrtc.py says why).
 
 Prints one JSON line per pair: TFLOP/s of each (median of the rounds), new/old, the rounds.
 The last run: results/nvidia-h100-80gb-hbm3/fp32_contract_speed.txt.
@@ -25,7 +25,7 @@ import sys
 import tvm
 
 import schedules
-from schedules import nvrtc
+from schedules.lowering import nvrtc
 from steps.measure import harness
 
 

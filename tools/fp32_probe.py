@@ -12,7 +12,7 @@ OUT_DIR/fp32_probe.json:
    leak: with the GPU machine's NVRTC, one ``--use_fast_math`` compile made every later compile
    of the process flush, whatever its own flags.
 2. The cubins that TVM actually loads for steps 11 and 14, through the project's own compile
-   path (schedules/nvrtc.py's flags): captured by wrapping TVM's compile callback
+   path (schedules/lowering/nvrtc.py's flags): captured by wrapping TVM's compile callback
    (``tvm_callback_cuda_compile``), and counted for ``.FTZ`` instructions.
 3. ``mma.sync.m16n8k8`` TF32 on subnormal operands, products, accumulators and outputs, and on
    inf / NaN, one case per launch (CuPy), beside the exact result rounded to fp32.
@@ -224,7 +224,7 @@ def main() -> int:
     n = args.size
     dev = tvm.cuda(0)
     report["kernels"] = []
-    print(f"\n2. the cubins TVM loads, through schedules/nvrtc.py's flags ({report['extra_opts']!r}):")
+    print(f"\n2. the cubins TVM loads, through schedules/lowering/nvrtc.py's flags ({report['extra_opts']!r}):")
     with tempfile.TemporaryDirectory() as tmp:
         for step in (11, 14):
             before = len(CAPTURED)

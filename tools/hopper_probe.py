@@ -1,4 +1,4 @@
-"""Device probe for the Hopper TF32 rungs (schedules/wgmma.py): builds each config, checks it
+"""Device probe for the Hopper TF32 rungs (schedules/transforms/wgmma.py): builds each config, checks it
 against float64 on fresh inputs (C poisoned with NaN), times it and cuBLAS TF32 in the same
 process, alternating. Prints JSON lines; writes $OUT/hopper_probe.json."""
 import json, os, sys, time

@@ -224,7 +224,7 @@ def time_history(configs: dict, directory: str) -> dict:
     import schedules
     from steps.measure import harness
 
-    schedules.nvrtc.precompile_headers()  # as a sweep's workers: ~40 loads a shape
+    schedules.lowering.nvrtc.precompile_headers()  # as a sweep's workers: ~40 loads a shape
     dev = tvm.cuda(0)
     out = {"gpu": dev.device_name, "shapes": {}}
     rng = np.random.default_rng()
@@ -271,7 +271,7 @@ def time_levels(configs: dict, directory: str, instances: int) -> dict:
 
     import schedules
 
-    schedules.nvrtc.precompile_headers()
+    schedules.lowering.nvrtc.precompile_headers()
     dev = tvm.cuda(0)
     out = {"gpu": dev.device_name, "shapes": {}}
     rng = np.random.default_rng()
@@ -304,7 +304,7 @@ def time_placement(configs: dict, directory: str, instances: int) -> dict:
     import schedules
     from steps.measure import harness
 
-    schedules.nvrtc.precompile_headers()
+    schedules.lowering.nvrtc.precompile_headers()
     dev = tvm.cuda(0)
     out = {"gpu": dev.device_name, "shapes": {}}
     rng = np.random.default_rng()
@@ -351,7 +351,7 @@ def time_variants(configs: dict, compiles: int) -> dict:
     import schedules
     from steps.measure import harness
 
-    schedules.nvrtc.precompile_headers()  # the same bytes (tests/test_nvrtc.py), faster
+    schedules.lowering.nvrtc.precompile_headers()  # the same bytes (tests/test_nvrtc.py), faster
     real = nvcc.tvm_callback_cuda_compile
     state = {"code": None, "force": None}
 
@@ -429,7 +429,7 @@ def time_workspace(configs: dict, directory: str, placements: int, rounds: int, 
     import schedules
     from steps.measure import harness
 
-    schedules.nvrtc.precompile_headers()
+    schedules.lowering.nvrtc.precompile_headers()
     alloc, free = _workspace_api()
     dev = tvm.cuda(0)
     out = {"gpu": dev.device_name, "shapes": {}}

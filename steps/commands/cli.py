@@ -173,7 +173,7 @@ def build_only(step, sizes, configs, arch) -> int:
         else:
             # ptxas sees static shared memory only; dynamic (above 48 KB) comes from the config.
             regs, spills, smem = report.registers, report.spills, max(report.shared_bytes, cfg.shared_bytes)
-        note = schedules.padding.describe(cfg, *size)  # odd shapes: padded tiles, narrower vector
+        note = schedules.transforms.padding.describe(cfg, *size)  # odd shapes: padded tiles, narrower vector
         print(f"{_size(size):>16}  {cfg.threads:>7}  {smem:>7}  {regs!s:>5}  {spills!s:>6}  {_config_text(cfg)}"
               + (f" ({note})" if note else ""))
     if not have_nvcc:

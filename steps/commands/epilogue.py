@@ -4,7 +4,7 @@
     python -m steps.epilogue --step 10 --activation relu --beta 1 --sizes 1024
     python -m steps.epilogue --save                  # results/<gpu>/epilogue.json and epilogue.txt
 
-Three kernels per size, from one step and config (schedules/epilogue.py): the bare matmul
+Three kernels per size, from one step and config (schedules/transforms/epilogue.py): the bare matmul
 (C = A @ B); the same with the epilogue fused into its store (D = act(alpha*AB + bias + beta*C_in),
 one kernel); and the product followed by the epilogue as a kernel of its own (what a framework
 without fusion runs). Each is checked against float64 (D poisoned with NaN, ||D - D_ref|| /
@@ -25,7 +25,7 @@ import numpy as np
 
 import schedules
 from schedules import ConfigError
-from schedules.epilogue import ACTIVATIONS, Epilogue
+from schedules.transforms.epilogue import ACTIVATIONS, Epilogue
 
 from .. import results
 from ..measure import harness

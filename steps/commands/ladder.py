@@ -219,7 +219,7 @@ def format_build_summary(built: list[Built], arch: str, have_nvcc: bool) -> str:
             regs, spills, smem = b.report.registers, b.report.spills, str(b.report.shared_bytes)
             if tiles > b.report.shared_bytes:  # ptxas sees static shared only
                 smem, dynamic = f"{tiles} dyn", True
-        note = schedules.padding.describe(b.config, *b.size)
+        note = schedules.transforms.padding.describe(b.config, *b.size)
         lines.append(f"{prefix}  {b.config.threads:>7}  {smem:>9}  {regs!s:>5}  {spills!s:>6}  "
                      f"{options._config_text(b.config)}" + (f" ({note})" if note else ""))
     if dynamic:

@@ -9,7 +9,7 @@ with dlight's defaults, and in PyTorch eager fp32.
 
 The model and the three ways are steps/measure/model.py's. Per token count: the block is
 imported into Relax (from torch.export through from_exported_program, or from Relax's nn
-frontend), compiled twice (``ladder``: schedules.relax_dispatch gives each matmul the kernel
+frontend), compiled twice (``ladder``: schedules.integration.relax_dispatch gives each matmul the kernel
 ``schedules.fastest`` picks among those that build in a model; ``dlight``: TVM's default CUDA
 pipeline), and run in PyTorch eager fp32 with TF32 off (cuBLAS SGEMM: the fp32 peer). Each
 output is checked against a float64 run of the same block on the same input (relative error

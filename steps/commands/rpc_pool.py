@@ -8,7 +8,7 @@ It starts TVM's own processes: ``python -m tvm.exec.rpc_tracker`` where no --tra
 given, and one ``python -m tvm.exec.rpc_server`` per GPU, pinned with CUDA_VISIBLE_DEVICES (a
 session opens device 0, which is then that GPU), each on a port of its own (two servers given
 one port range took the same port, and one died), each with the project's NVRTC set-up in its
-environment (schedules/nvrtc.py: the CUDA wheels' headers, subnormals kept, a compute cache
+environment (schedules/lowering/nvrtc.py: the CUDA wheels' headers, subnormals kept, a compute cache
 of its own), since a server compiles any kernel that reaches it as CUDA source, and each
 session a fresh Python (TVM's --no-fork; --fork for TVM's default, whose forked sessions could
 not use CUDA on the H100: docs/usage.md). It prints how to point a sweep or MetaSchedule at
@@ -36,7 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from schedules import nvrtc
+from schedules.lowering import nvrtc
 
 from ..measure import rpc
 from ..measure.worker import _exit_text

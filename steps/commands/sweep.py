@@ -96,7 +96,7 @@ STAGES = (
                  "fragment_buffers": (1, 2), "barriers": (1, 2)}),
 )
 THREADS = (64, 128, 256, 384, 512)  # fewer starve the SM of warps; more leave < 64 registers each
-# The Hopper rungs (steps 15 on: schedules/wgmma.py) have a space of their own: the tile (one or
+# The Hopper rungs (steps 15 on: schedules/transforms/wgmma.py) have a space of their own: the tile (one or
 # two consumer warpgroups, wgmma's n from 64 to 256), the TMA ring's depth, the raster group.
 HOPPER_STAGES = (
     ("tile", {"block_m": (64, 128, 192, 256), "block_n": (64, 128, 192, 256)}),
@@ -146,11 +146,11 @@ def _init_worker(lock, scratch: str) -> None:
     global _gpu_lock
     _gpu_lock = lock
     # A worker compiles hundreds of kernels: NVRTC's precompiled header saves ~0.55 s of each
-    # (schedules/nvrtc.py). It is a ~210 MB file in $TMPDIR, which NVRTC removes only at a normal
+    # (schedules/lowering/nvrtc.py). It is a ~210 MB file in $TMPDIR, which NVRTC removes only at a normal
     # exit: here it goes in the pool's own folder, removed when the pool closes.
     os.environ["TMPDIR"] = scratch
     tempfile.tempdir = None
-    schedules.nvrtc.precompile_headers()
+    schedules.lowering.nvrtc.precompile_headers()
 
 
 def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) -> dict:

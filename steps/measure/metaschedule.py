@@ -9,7 +9,7 @@ record per size is written to ``schedules/tuned/metaschedule/<gpu-slug>/`` (abou
 size: the record, and the workload's size, from which the loader makes the matmul again), with
 ``tuning.json`` beside it (trials, cost model, time,
 the best latency MetaSchedule measured). Sizes already there and not re-tuned are kept.
-``schedules.references`` replays the database, so later runs never tune.
+``schedules.integration.references`` replays the database, so later runs never tune.
 
 Needs a GPU, and ``cloudpickle`` for MetaSchedule's builder and runner processes
 (``pip install -e ".[tune]"``).
@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from schedules import references as tvm_refs
+from schedules.integration import references as tvm_refs
 
 from .. import results
 

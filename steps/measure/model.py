@@ -17,7 +17,7 @@ CI path) and in PyTorch (``torch_block``), whose exported program Relax imports 
 Relax module up to names. Each is compiled after ``LiftTransformParams`` (the weights'
 transposes, nn.Linear's W^T, run once when the weights are loaded, not in every forward pass:
 what every TVM deployment does), then either through the ladder's pipeline
-(``schedules.relax_dispatch.pipeline``: each matmul whose pick is a Hopper kernel placed at the
+(``schedules.integration.relax_dispatch.pipeline``: each matmul whose pick is a Hopper kernel placed at the
 Relax level, the others scheduled by the dlight rule ``LadderMatmul`` with their bias, GELU and
 residual add fused into the store) or through TVM's default pipeline (dlight's rules for every
 kernel).
@@ -127,7 +127,7 @@ CUDA_GRAPH = {"relax.backend.use_cuda_graph": True}
 
 
 def compile_block(mod, way: str, arch: str, cuda_graph: bool = False):
-    """mod compiled the `way` asked: "ladder" (schedules.relax_dispatch.pipeline: the Hopper
+    """mod compiled the `way` asked: "ladder" (schedules.integration.relax_dispatch.pipeline: the Hopper
     kernels placed at the Relax level, the dlight rule LadderMatmul for the rest, epilogues
     fused) or "dlight" (TVM's default CUDA pipeline); with `cuda_graph`, its kernels replayed
     from a CUDA graph (CUDA_GRAPH). Returns (executable, [(M, N, K), step] per distinct matmul
@@ -136,7 +136,7 @@ def compile_block(mod, way: str, arch: str, cuda_graph: bool = False):
     from tvm import relax
 
     import schedules
-    from schedules import relax_dispatch
+    from schedules.integration import relax_dispatch
 
     graph = CUDA_GRAPH if cuda_graph else {}
     mod = relax.transform.LiftTransformParams()(mod)

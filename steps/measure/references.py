@@ -6,7 +6,7 @@ Every table of the ladder reads its steps against these, measured in the same ru
 - ``cublas_tf32``: cuBLAS with inputs rounded to TF32 on tensor cores. Reduced precision, said
   so in its label and held to its own tolerance (``harness.TF32_TOLERANCE``); never a
   baseline for an fp32 step;
-- ``dlight``: TVM's default GPU schedule (schedules/references.py), no tuning;
+- ``dlight``: TVM's default GPU schedule (schedules/integration/references.py), no tuning;
 - ``metaschedule``: TVM's auto-scheduler, replayed from the database committed for this GPU
   model (``python -m steps.cublas --tune`` writes it). A size or GPU with no committed record
   gives no row (said once), not a failure.
@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from schedules import references as tvm_refs
+from schedules.integration import references as tvm_refs
 
 from .. import results
 from . import harness
@@ -42,9 +42,9 @@ class Reference:
 CUBLAS = Reference("cublas", "cuBLAS fp32 (TF32 off)", "fp32", harness.TOLERANCE)
 CUBLAS_TF32 = Reference("cublas_tf32", "cuBLAS TF32 (reduced precision)", "tf32", harness.TF32_TOLERANCE, tf32=True)
 DLIGHT = Reference("dlight", "TVM dlight (default schedule)", "fp32", harness.TOLERANCE,
-                   "schedules.references:build_dlight")
+                   "schedules.integration.references:build_dlight")
 METASCHEDULE = Reference("metaschedule", "TVM MetaSchedule (tuned)", "fp32", harness.TOLERANCE,
-                         "schedules.references:build_metaschedule")
+                         "schedules.integration.references:build_metaschedule")
 ALL = (CUBLAS, CUBLAS_TF32, DLIGHT, METASCHEDULE)
 BY_KEY = {r.key: r for r in ALL}
 

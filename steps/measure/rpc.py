@@ -14,7 +14,7 @@ Where the check runs. The local path copies C to the host and compares it with n
 product. TVM's RPC moves tensors at only 30-50 MB/s, and at 4096² C is 64 MiB: that copy cost
 ~1.4 s per candidate on the H100 where the local check costs ~0.1 s, and made the tracker 1.2-1.35x
 slower than the local path (results/nvidia-h100-80gb-hbm3/rpc_tries.txt). So the float64
-product and the error's sums run on the server's device (schedules/device_check.py: a library
+product and the error's sums run on the server's device (schedules/integration/device_check.py: a library
 built here once and uploaded once per session), and 2·N doubles come back per candidate. The
 random inputs are drawn there too, from a seed drawn here per size and session: uploading them
 cost each server 37 s of its 96 s in issue 33's first scaling run (rpc_scaling.txt), and every
@@ -24,7 +24,7 @@ Where the CUDA is compiled. ``tvm.compile`` runs NVRTC where TVM's CUDA runtime 
 machine with a driver): the library then holds a cubin and the server only loads it. On a
 client without one, the library holds CUDA source and the server compiles it when it loads
 it, inside the session, one candidate after another (2-15 s each for this ladder's kernels),
-with the project's NVRTC set-up, which the launcher gives every server (schedules/nvrtc.py).
+with the project's NVRTC set-up, which the launcher gives every server (schedules/lowering/nvrtc.py).
 
 Sessions. A server runs one session at a time, and a new session is a new process with a new
 CUDA context: ~100 ms forked, 5-10 s spawned (the launcher's default: forked sessions failed
@@ -79,7 +79,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import schedules
-from schedules import device_check
+from schedules.integration import device_check
 
 from . import harness
 
@@ -350,7 +350,7 @@ def build_cpu(step_number: int, M: int, N: int, K: int, arch: str, config: dict)
 
 
 def build_checker(device: str, arch: str, directory: str) -> str:
-    """The check's library (schedules/device_check.py) for the servers' device, exported in
+    """The check's library (schedules/integration/device_check.py) for the servers' device, exported in
     `directory`; its path."""
     path = os.path.join(directory, f"device_check_{device}.so")
     device_check.build(device, arch).export_library(path)
@@ -439,7 +439,7 @@ class _Session:
     started: float  # before it was asked for: the server's clock starts before the connect returns
     ready: float  # when the connect returned: a spawned session's process is up by then
     tensors: dict = field(default_factory=dict)  # size -> _SizeOnDevice, oldest first
-    checker: object = None  # the check's library (schedules/device_check.py), loaded on the server
+    checker: object = None  # the check's library (schedules/integration/device_check.py), loaded on the server
     measured: int = 0
     warm_s: float | None = None  # RemoteRunner._warm's time, before the first candidate
 
@@ -506,7 +506,7 @@ class _SizeOnDevice:
 
 def check_on_device(checker, func, t: _SizeOnDevice) -> float:
     """The local check (harness.verify_on) where C is: poison C with NaN, run, then
-    ‖C − ref‖ / ‖ref‖ from the 2·N doubles of the column sums (schedules/device_check.py)."""
+    ‖C − ref‖ / ‖ref‖ from the 2·N doubles of the column sums (schedules/integration/device_check.py)."""
     checker["poison"](t.checked)
     func(t.a, t.b, t.checked)
     checker["error_sums"](t.checked, t.ref, t.error_sums, t.ref_sums)

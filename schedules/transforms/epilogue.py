@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from tvm import s_tir, tirx
 
-from .config import ConfigError
+from ..config import ConfigError
 
 ACTIVATIONS = (None, "relu", "gelu")
 SQRT1_2 = 0.7071067811865476
@@ -100,7 +100,7 @@ def fuse(sch: s_tir.Schedule, compute: s_tir.SBlockRV, thread_loop) -> None:
     producers = sch.get_producers(block)
     if any(sch.get(p).same_as(sch.get(compute)) for p in producers):
         # Steps 1-4 accumulate in C itself: the epilogue under the thread's micro-tile, and the
-        # accumulator into registers (what padding does with C's copy-out, schedules/padding.py).
+        # accumulator into registers (what padding does with C's copy-out, schedules/transforms/padding.py).
         sch.reverse_compute_at(block, thread_loop)
         sch.set_scope(compute, 0, "local")
         return

@@ -40,7 +40,7 @@ slower than the kernel where many are, and fp32-accurate.
 
 TensorIR's schedule primitives cannot add a data-dependent branch with a loop inside to a
 scheduled block, so this is a TIR pass over the lowered kernel, run first among the device
-finalization passes (as schedules/one_barrier.py's). It finds the stores of the final output
+finalization passes (as schedules/lowering/one_barrier.py's). It finds the stores of the final output
 (the global buffer "C") whose value is a load from shared memory, and the global inputs "A" and
 "B"; M, N and K come from the three flat sizes (M*K, K*N, M*N).
 """

@@ -1,6 +1,6 @@
 """The dispatch rule inside a TVM model: a Relax pass that gives each fp32 matmul the ladder's kernel.
 
-    import schedules.relax_dispatch as ladder
+    import schedules.integration.relax_dispatch as ladder
     mod = ladder.DispatchMatmuls(arch="sm_90a")(mod)          # before LegalizeOps
     with tvm.transform.PassContext(opt_level=3, config=ladder.PASS_CONFIG):
         ex = tvm.compile(mod, target=schedules.target("sm_90a"))
@@ -24,12 +24,12 @@ step, marked ``tirx.is_scheduled`` (dlight leaves it alone) and opaque (FuseOps 
 into it). Reshapes of contiguous tensors are views: nothing is copied. What follows the product
 in the model (bias, GELU, a residual add) stays Relax operators, which FuseOps fuses into one
 elementwise kernel that dlight schedules; fusing them into the ladder's store is
-schedules/epilogue.py's job and the dlight rule's (schedules/ladder_rule.py).
+schedules/transforms/epilogue.py's job and the dlight rule's (schedules/integration/ladder_rule.py).
 
 Which kernels a model can take: those whose build needs none of the ladder's own lowering passes
 (``schedules.device_passes`` empty), because a model is lowered by one TIR pipeline for all its
 functions. That excludes step 14 (its fp32 fallback is a lowering pass) and step 11 where its
-serial K reaches 8192 (schedules/long_k.py); among the rest ``fastest`` picks from the committed
+serial K reaches 8192 (schedules/lowering/long_k.py); among the rest ``fastest`` picks from the committed
 measurements as always. The Hopper rungs (15-19) need the module built for sm_90a; for another
 arch they are not candidates. A matmul nothing can take (a batched weight, a dynamic shape,
 another dtype, a shape with no allowed step) is left as it was, for dlight.
@@ -43,7 +43,8 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from . import STEPS, ConfigError, dispatch, get_step, ladder_rule
+from .. import STEPS, ConfigError, dispatch, get_step
+from . import ladder_rule
 
 # What the ladder's kernels need of the PassContext (cp.async, buffers kept apart): the rule's,
 # harmless to the model's other kernels.
@@ -105,7 +106,7 @@ class _Dispatcher(PyExprMutator):
             except ConfigError:  # no allowed step for it: dlight's
                 return call
             if self.kernels_only and choice.step.schedules_a_block:
-                return call  # the dlight rule's (schedules/ladder_rule.py), which fuses its epilogue
+                return call  # the dlight rule's (schedules/integration/ladder_rule.py), which fuses its epilogue
             self.kernels[(M, N, K)] = self.builder_.add_func(func, name)
             self.chosen.append(((M, N, K), choice.step.number))
         gv = self.kernels[(M, N, K)]
@@ -123,7 +124,7 @@ class DispatchMatmuls:
 
     def __init__(self, arch: str = "sm_90a", precision: str = "fp32", gpu: str | None = None,
                  kernels_only: bool = False):
-        from . import VALID_ARCHS
+        from .. import VALID_ARCHS
 
         if arch not in VALID_ARCHS:
             raise ConfigError(f"unknown arch {arch!r}; valid: {', '.join(VALID_ARCHS)}")
@@ -144,7 +145,7 @@ class DispatchMatmuls:
 def pipeline(arch: str = "sm_90a", precision: str = "fp32", gpu: str | None = None):
     """TVM's default CUDA pipeline with the ladder in it: ``DispatchMatmuls(kernels_only=True)``
     first (the matmuls whose pick is a kernel written out, the Hopper rungs), then, where dlight
-    schedules the fused functions, ``LadderMatmul`` (schedules/ladder_rule.py) ahead of dlight's
+    schedules the fused functions, ``LadderMatmul`` (schedules/integration/ladder_rule.py) ahead of dlight's
     own rules (the matmuls whose pick is a TensorIR schedule, with their epilogues fused).
     Returns (the pass for ``tvm.compile(..., relax_pipeline=)``, the DispatchMatmuls pass, the
     rule), so a caller can read what each chose. Compile under PASS_CONFIG."""

@@ -48,8 +48,8 @@ from __future__ import annotations
 import tvm
 from tvm.script import tirx as T
 
-from . import fp32_fallback
-from .config import WGMMA_K, WgmmaConfig
+from ..lowering import fp32_fallback
+from ..config import WGMMA_K, WgmmaConfig
 
 # wgmma's instruction shape: 64 rows per warpgroup, 8 k per instruction (TF32).
 WG_M, WG_K = 64, 8
@@ -63,7 +63,7 @@ DESC_LBO, DESC_SBO = 1, 64
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg: 40*128 + 232*256 = 64,512 of 65,536
 TF32_MASK = 0xFFFFE000  # the bits of an fp32 that TF32 keeps (the tensor core drops the other 13)
 # 3xTF32 at a long K: the promoted accumulator is itself added into C every FLUSH_CHUNKS chunks,
-# so no fp32 register sums more than that many chunk sums (schedules/long_k.py's reason).
+# so no fp32 register sums more than that many chunk sums (schedules/lowering/long_k.py's reason).
 FLUSH_CHUNKS = 512
 SPLITTERS = 96  # split: the producer's warps 1-3 write A's small half (warp 0 loads)
 SPLIT_BATCH = 4  # float4 loads in flight per splitting thread
@@ -266,7 +266,7 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
     @T.macro
     def store_split(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane):
         # As store() (register A), adding to C where a long K flushed partial sums there, then
-        # testing each value: NaN, or tiny (schedules/fp32_fallback.py says why), recomputed below.
+        # testing each value: NaN, or tiny (schedules/lowering/fp32_fallback.py says why), recomputed below.
         flag[0] = 0
         for i in T.unroll(acc_n // 4):
             for h in T.unroll(2):

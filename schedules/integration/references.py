@@ -21,14 +21,14 @@ from pathlib import Path
 import tvm
 from tvm.target import Target
 
-from .config import ConfigError, check_sizes
-from .matmul import matmul
+from ..config import ConfigError, check_sizes
+from ..matmul import matmul
 
-METASCHEDULE_DIR = Path(__file__).resolve().parent / "tuned" / "metaschedule"
+METASCHEDULE_DIR = Path(__file__).resolve().parents[1] / "tuned" / "metaschedule"
 
 
 def _target(arch: str) -> Target:
-    from . import target  # the registry's arch check
+    from .. import target  # the registry's arch check
 
     return target(arch)
 

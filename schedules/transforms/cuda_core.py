@@ -50,7 +50,7 @@ def bind_grid(sch: s_tir.Schedule, block_i, block_j, thread_i, thread_j) -> None
 
 def tile_grid(sch: s_tir.Schedule, block: s_tir.SBlockRV, block_m: int, block_n: int) -> Tiles:
     """Split i, j over a grid of block_m x block_n thread blocks, one C element per thread."""
-    i, j, k = sch.get_loops(block)[-3:]  # the last three: a batch (schedules/batched.py) is outside
+    i, j, k = sch.get_loops(block)[-3:]  # the last three: a batch (schedules/integration/batched.py) is outside
     block_i, thread_i = sch.split(i, [None, block_m])
     block_j, thread_j = sch.split(j, [None, block_n])
     sch.reorder(block_i, block_j, thread_i, thread_j, k)
@@ -327,7 +327,7 @@ def conflict_free_layout(sch: s_tir.Schedule, tiles: Tiles, block_m: int, block_
     if pad_a:
         # Row stride = row length + pad_a (mod 32 floats, one pass over the banks).
         row = block_m if transpose_a else block_k
-        rank = len(sch.get(a_copy).writes[0].source.shape)  # 3, or 4 with a batch (schedules/batched.py)
+        rank = len(sch.get(a_copy).writes[0].source.shape)  # 3, or 4 with a batch (schedules/integration/batched.py)
         sch.storage_align(a_copy, 0, axis=rank - 2, factor=32, offset=(row + pad_a) % 32)
     return tiles
 

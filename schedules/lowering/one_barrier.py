@@ -23,7 +23,7 @@ so that one barrier serves both purposes:
 first among the device finalization passes). It is safe because the stage the copy writes,
 (k + S - 1) % S, is neither stage k nor, with fragments double-buffered (S >= 3), stage k + 1,
 the only stages this iteration's compute reads. Used by step 13 when ``barriers`` is 1
-(``schedules.build`` puts it in the pipeline, schedules/pipelines.py).
+(``schedules.build`` puts it in the pipeline, schedules/lowering/pipelines.py).
 """
 
 from __future__ import annotations

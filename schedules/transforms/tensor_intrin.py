@@ -7,7 +7,7 @@ which ``tensorize`` matches against the blockized schedule) and an *implementati
 
 The unit of work is a 16 x 16 x 8 tile (m x n x k): two ``mma.sync.m16n8k8`` TF32
 instructions side by side along n. A fragment is spread over the warp's 32 lanes; each lane's
-share is a small ``local`` buffer (schedules/tensor_core.py says why not TVM's "warp" scope),
+share is a small ``local`` buffer (schedules/transforms/tensor_core.py says why not TVM's "warp" scope),
 and the maps below say which lane holds which element in which register (PTX ISA, "Matrix
 Fragments for mma.m16n8k8", with g = lane // 4 and t = lane % 4):
 

@@ -2,9 +2,9 @@
 and the walk over the lowered kernel those passes share.
 
 Some steps need a pass no schedule primitive can express, run on the lowered kernel:
-schedules/one_barrier.py (one barrier per cp.async slice, step 13 at ``barriers`` 1),
-schedules/long_k.py (a second accumulator for sums over a long K, the fp32 steps) and
-schedules/fp32_fallback.py (an fp32 fallback for the outputs 3xTF32 makes NaN or tiny, step 14). They run
+schedules/lowering/one_barrier.py (one barrier per cp.async slice, step 13 at ``barriers`` 1),
+schedules/lowering/long_k.py (a second accumulator for sums over a long K, the fp32 steps) and
+schedules/lowering/fp32_fallback.py (an fp32 fallback for the outputs 3xTF32 makes NaN or tiny, step 14). They run
 first among the device finalization passes, after ThreadSync, in the order given.
 """
 
@@ -43,7 +43,7 @@ def rewrite(stmt, visit, enter=None):
     IfThenElse, While, For); ``visit(node)``, called on each after its children, may return a
     replacement (None keeps it). ``enter(node)``, if given, is called on each before its
     children: a replacement it returns is kept as it is, its children not visited (the
-    outermost match wins, as schedules/long_k.py needs)."""
+    outermost match wins, as schedules/lowering/long_k.py needs)."""
     if enter is not None:
         replaced = enter(stmt)
         if replaced is not None:

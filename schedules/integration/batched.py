@@ -18,10 +18,10 @@ What it leaves out, and why:
   predicated copies.
 - **The tensor-core steps** (12-13) and the written-out kernels (14-19): their fragment
   layouts and TMA descriptors are two-dimensional. ``config`` says so in one line.
-- **A long serial K** (8192 and up, schedules/long_k.py): that needs a lowering pass of the
+- **A long serial K** (8192 and up, schedules/lowering/long_k.py): that needs a lowering pass of the
   ladder's own, which a model's single pipeline cannot run.
 
-Where it enters: the dlight rule (schedules/ladder_rule.py) recognises a batched product in a
+Where it enters: the dlight rule (schedules/integration/ladder_rule.py) recognises a batched product in a
 model's function, B K x N or N x K, and schedules it through here; outside a model,
 ``ladder_rule.build(batched_matmul(...))`` compiles one.
 
@@ -40,7 +40,7 @@ from __future__ import annotations
 from tvm import s_tir
 from tvm.script import tirx as T
 
-from . import ConfigError, device_passes, shape_rule
+from .. import ConfigError, device_passes, shape_rule
 
 MAX_BATCHES = 65535  # CUDA's limit on gridDim.z
 
@@ -63,7 +63,7 @@ def config(step, batches: int, M: int, N: int, K: int):
     cfg.validate(M, N, K)
     if device_passes(step, cfg, K):
         raise ConfigError(f"a batched product over K = {K} needs the ladder's own lowering passes "
-                          "(schedules/long_k.py), which a model's pipeline does not run")
+                          "(schedules/lowering/long_k.py), which a model's pipeline does not run")
     return cfg
 
 

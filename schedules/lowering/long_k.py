@@ -16,8 +16,8 @@ at C = 512, about sqrt(256 + 64) at K = 2^16 and sqrt(256 + 1024) at 2^20, again
 and sqrt(2^19). The hot loop is unchanged: one add and one zeroing per accumulator per chunk,
 1/512 of the FMAs, and one loop level more.
 
-It is a pass over the lowered kernel (composed by schedules/pipelines.py, as
-schedules/fp32_fallback.py is), not a schedule primitive, because the steps build their K loop
+It is a pass over the lowered kernel (composed by schedules/lowering/pipelines.py, as
+schedules/lowering/fp32_fallback.py is), not a schedule primitive, because the steps build their K loop
 in eleven different shapes (plain, sliced, pipelined with prologue and epilogue, split over
 blocks, tensorized) and the lowered kernel has one: a serial loop whose body adds into the same
 elements every iteration. ``add_promotion`` finds the outermost serial loop whose body holds
@@ -100,7 +100,7 @@ def serial_length(cfg, K: int) -> int | None:
         return None
     if getattr(cfg, "split", False):
         # Step 19 (3xTF32 on wgmma) promotes its own sums, and flushes them to C at a long K
-        # (schedules/wgmma.py): it has no registers for another accumulator.
+        # (schedules/transforms/wgmma.py): it has no registers for another accumulator.
         return None
     return cfg.chunk_k(K) if hasattr(cfg, "chunk_k") else K
 

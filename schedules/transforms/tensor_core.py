@@ -2,7 +2,7 @@
 
 The CUDA-core steps give every thread a micro-tile of C; here the unit is a warp. The matmul is
 cut into 16 x 16 x 8 tiles, each ``blockize``d into one block that ``tensorize`` replaces with
-two ``mma.sync.m16n8k8`` TF32 instructions (schedules/tensor_intrin.py). Around it:
+two ``mma.sync.m16n8k8`` TF32 instructions (schedules/transforms/tensor_intrin.py). Around it:
 
 - a thread block owns block_m x block_n of C, its warps warp_m x warp_n each (threadIdx.y is
   the warp, threadIdx.x the lane: the lane is bound inside the intrinsics);
@@ -30,7 +30,7 @@ import tvm
 from tvm import s_tir
 
 from . import tensor_intrin as ti
-from .transforms import Tiles, rasterize, source_transposed
+from .cuda_core import Tiles, rasterize, source_transposed
 
 WARP = ti.WARP
 
@@ -190,7 +190,7 @@ def accumulate_in_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg) -> Ten
 
     The C tile goes through shared memory so each warp writes whole rows of C as float4s
     (the accumulator fragment holds pairs of columns per lane), and so padded shapes get
-    their predicate on that one copy (schedules/padding.py). C's writer is the mma tile, or
+    their predicate on that one copy (schedules/transforms/padding.py). C's writer is the mma tile, or
     with step 14's promote 2 the per-slice add (``accumulate_per_slice``).
     """
     writer = tiles.outer if tiles.promote is None else tiles.promote

@@ -156,7 +156,7 @@ def module() -> tvm.IRModule:
 def build(device: str = "cuda", arch: str = "sm_90"):
     """The checker's four functions compiled for `device` ("cuda" at `arch`, or "cpu")."""
     if device == "cuda":
-        from . import target  # the registry's arch check, and the project's NVRTC set-up
+        from .. import target  # the registry's arch check, and the project's NVRTC set-up
 
         return tvm.compile(_schedule_cuda(module()), target=target(arch))
     if device == "cpu":

@@ -1,7 +1,7 @@
 """The ladder as a dlight rule: a model's fp32 matmul functions scheduled by the ladder's steps.
 
     from tvm.s_tir import dlight as dl
-    from schedules.ladder_rule import LadderMatmul
+    from schedules.integration.ladder_rule import LadderMatmul
     mod = dl.ApplyDefaultSchedule(LadderMatmul(), dl.gpu.Matmul(), dl.gpu.Fallback())(mod)
 
 Relax lowers a model's operators to TensorIR functions and fuses what follows a matmul into
@@ -16,12 +16,12 @@ schedule wins. ``LadderMatmul.apply``:
    ``nn.Linear`` applies to a batch of tokens), B may be K x N (NN) or N x K (NT, x @ W^T without
    a transpose). Where B has every leading dimension of the product too (a batched matmul:
    attention's q k^T and p v) they are a batch instead, one product per index, bound to
-   blockIdx.z (schedules/batched.py). B broadcast over some leading dims only is declined, like
+   blockIdx.z (schedules/integration/batched.py). B broadcast over some leading dims only is declined, like
    anything else it does not recognise (another dtype, a symbolic shape, a producer block
    before the product): it returns None and the next rule takes the function.
 2. **Chooses** the step with ``schedules.fastest`` for (M, N, K) (a batch: batches x M rows), among the steps that are
    schedules of a TensorIR block (1-13: 14 computes on split operands and 15-19 are kernels
-   written out, which ``schedules/relax_dispatch.py`` places in a model at the Relax level) and
+   written out, which ``schedules/integration/relax_dispatch.py`` places in a model at the Relax level) and
    build without a lowering pass of the ladder's own (``Step.builds_in_model``).
 3. **Rewrites** the product the way ``Step.schedule`` sees the base matmul: blocks ``A_pad``
    and ``B_pad`` copy the function's operands into a padded M x K and K x N (unfolding the
@@ -30,7 +30,7 @@ schedule wins. ``LadderMatmul.apply``:
    ``batched_product``). The elementwise blocks stay as the function had them.
 4. **Schedules** it with the step (``Step.schedule_block``: tiles, shared memory, pipeline;
    the pad blocks folded into the copies, so the operands are read where they lie, with no copy
-   kernel), then folds the elementwise blocks into the step's store (schedules/epilogue.py's
+   kernel), then folds the elementwise blocks into the step's store (schedules/transforms/epilogue.py's
    idea): each but the last is ``compute_inline``d into its consumers (they form a DAG: GELU
    reads the biased value twice), and the last, now the whole epilogue as one expression of the
    product, is ``reverse_compute_inline``d into the write-back. Bias, GELU and a residual add
@@ -61,12 +61,14 @@ from tvm.s_tir.dlight.base import ScheduleRule
 from tvm.script import tirx as T
 from tvm.target import Target
 
-from . import STEPS, ConfigError, batched, dispatch, padding, target
+from .. import STEPS, ConfigError, dispatch, target
+from ..transforms import padding
+from . import batched
 
 BufferLoad = tvm.ir.expr.TensorLoad  # what tirx.BufferLoad(...) builds, as a class (TVM 0.27)
 
 # What the kernels need of the PassContext: cp.async where a schedule pipelines its copies
-# (steps 7-13), and buffers kept apart (schedules/relax_dispatch.py passes it on to a model).
+# (steps 7-13), and buffers kept apart (schedules/integration/relax_dispatch.py passes it on to a model).
 PASS_CONFIG = {"tirx.use_async_copy": True, "tirx.disable_storage_rewrite": True}
 
 # Block names the rewritten product uses; a function that has them already is declined.
@@ -88,7 +90,7 @@ class Pattern:
     transposed_b: bool
     epilogue: tuple[str, ...]  # the elementwise blocks after the product, in order
     # The leading dimensions B shares with A and the product (a batched matmul: one product per
-    # index, attention's q k^T and p v): a grid axis of their own (schedules/batched.py), not
+    # index, attention's q k^T and p v): a grid axis of their own (schedules/integration/batched.py), not
     # folded into M. Empty where B is one matrix; `lead` is then what folds into M.
     batch: tuple[int, ...] = ()
 
@@ -276,7 +278,7 @@ def product(p: Pattern, cfg):
 
 def batched_product(p: Pattern, cfg):
     """``product`` for a batched matmul: each block has the batch (the leading dimensions
-    flattened) as its outermost axis, which the schedule binds to blockIdx.z (schedules/batched.py);
+    flattened) as its outermost axis, which the schedule binds to blockIdx.z (schedules/integration/batched.py);
     A_pad, B_pad and the accumulator are batch x (the padded M x K, K x N, M x N)."""
     M, N, K = p.M, p.N, p.K
     Mp, Np, Kp = padding.padded_shape(cfg, M, N, K)
@@ -362,7 +364,7 @@ def rule_steps(M: int, N: int, K: int):
 
 def schedule(func: tirx.PrimFunc, p: Pattern, step, cfg) -> s_tir.Schedule:
     """`func` scheduled by `step` with `cfg`, its epilogue folded into the store."""
-    from . import epilogue as epilogue_
+    from ..transforms import epilogue as epilogue_
 
     staged = padding.staged_operands(cfg, p.M, p.N, p.K)
     cfg = padding.effective_config(cfg, p.M, p.N, p.K)
@@ -381,7 +383,7 @@ def schedule(func: tirx.PrimFunc, p: Pattern, step, cfg) -> s_tir.Schedule:
             sch.reverse_compute_inline(block)
         except s_tir.ScheduleError:
             # Not foldable (e.g. behind split-K's reduction): under the store's thread loop, as
-            # schedules/epilogue.py does; failing that, a kernel of its own.
+            # schedules/transforms/epilogue.py does; failing that, a kernel of its own.
             try:
                 producers = sch.get_producers(block)
                 if not producers:
@@ -423,7 +425,7 @@ class LadderMatmul(ScheduleRule):
 def choose(p: Pattern, precision: str, arch: str, gpu: str | None = None):
     """(step, config) for what ``match`` found: ``schedules.fastest``'s pick among the steps the
     rule may take; for a batched product, at the shape of the same thread blocks side by side
-    (batches x M rows), with the batched config of that step (schedules/batched.py)."""
+    (batches x M rows), with the batched config of that step (schedules/integration/batched.py)."""
     M = p.M * p.batches
     choice = dispatch.choose(M, p.N, p.K, precision, dispatch.family(arch), STEPS, gpu,
                              allow=rule_steps(M, p.N, p.K))
@@ -438,7 +440,7 @@ def build(func: tirx.PrimFunc, arch: str = "sm_90", precision: str = "fp32"):
     tgt = target(arch)
     sch = LadderMatmul(precision).apply(func, tgt, False)
     if sch is None:
-        raise ConfigError("the ladder's rule does not take this function (schedules/ladder_rule.py says what it takes)")
+        raise ConfigError("the ladder's rule does not take this function (schedules/integration/ladder_rule.py says what it takes)")
     mod = tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")})
     with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIG):
         return tvm.compile(mod, target=tgt)

@@ -231,7 +231,7 @@ def inline_padding(sch: s_tir.Schedule, padding: Padding | None, block: s_tir.SB
 def describe(cfg, M: int, N: int, K: int) -> str:
     """One phrase on what shape support does to this config at M x N x K ('' when nothing)."""
     if hasattr(cfg, "wgmma_n"):
-        # The Hopper rungs (schedules/wgmma.py): TMA zero-fills the tiles' ragged edges; only
+        # The Hopper rungs (schedules/transforms/wgmma.py): TMA zero-fills the tiles' ragged edges; only
         # rows that are not 16-byte strided need a padded copy.
         copies = [name for name, size in (("A", K), ("B", N if cfg.register_a else 0)) if size % 4]
         return " and ".join(copies) + " copied with rows padded to 16 bytes" if copies else ""
