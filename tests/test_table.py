@@ -120,7 +120,7 @@ def test_shape_block_falls_back_to_the_newest_gpu_that_has_one(tmp_path, monkeyp
     _save_steps(tmp_path, gpu="NVIDIA H100 80GB HBM3", date="2026-11-22T00:00:00+00:00")
     _save_steps(tmp_path, gpu="NVIDIA A100", date="2026-11-20T00:00:00+00:00")
     seen = []
-    monkeypatch.setattr(table, "shapes_summary", lambda doc, gpu_dir: f"shapes of {gpu_dir.name}")
+    monkeypatch.setattr(table, "shapes_summary", lambda doc, gpu_dir, base=None: f"shapes of {gpu_dir.name}")
     have = {"nvidia-h200", "nvidia-a100"}  # not the H100, measured last
 
     def load(gpu_dir):
@@ -159,10 +159,42 @@ def test_readme_tables_match_committed_results():
     text = table.README.read_text()
     inside = text.split(table.BEGIN, 1)[1].split(table.END, 1)[0].strip()
     assert inside == table.render().strip(), "README table is stale: run python -m steps.table --readme"
-    check = text.split(table.CHECK_BEGIN, 1)[1].split(table.CHECK_END, 1)[0].strip()
-    assert check == table.render_crosscheck().strip(), "README cross-check is stale: python -m steps.table --readme"
-    shapes = text.split(table.SHAPES_BEGIN, 1)[1].split(table.SHAPES_END, 1)[0].strip()
-    assert shapes == table.render_shapes().strip(), "README shape block is stale: python -m steps.table --readme"
+    measured, base = table.MEASURED.read_text(), table.MEASURED.parent
+    check = measured.split(table.CHECK_BEGIN, 1)[1].split(table.CHECK_END, 1)[0].strip()
+    assert check == table.render_crosscheck().strip(), "docs/measured.md's cross-check is stale: python -m steps.table --readme"
+    shapes = measured.split(table.SHAPES_BEGIN, 1)[1].split(table.SHAPES_END, 1)[0].strip()
+    assert shapes == table.render_shapes(base=base).strip(), "docs/measured.md's shapes are stale: python -m steps.table --readme"
+    special = measured.split(table.SPECIAL_BEGIN, 1)[1].split(table.SPECIAL_END, 1)[0].strip()
+    assert special == table.render_special().strip(), "docs/measured.md's special values are stale: python -m steps.table --readme"
+
+
+def _readme_lines() -> tuple[int, int]:
+    """(hand-written lines, the line "## Set up" is on): every line outside the generated ladder
+    block counts, blank ones too, the block's markers with the block."""
+    lines = table.README.read_text().splitlines()
+    begin = next(i for i, line in enumerate(lines) if line == table.BEGIN)
+    end = next(i for i, line in enumerate(lines) if line == table.END)
+    setup = next(i for i, line in enumerate(lines, 1) if line.startswith("## Set up"))
+    return len(lines) - (end - begin + 1), setup
+
+
+def test_the_readme_is_short_and_starts_with_setting_up():
+    """A newcomer's README: set-up within the first 60 lines, at most 120 hand-written lines;
+    measurements and their histories live in docs/ (docs/measured.md)."""
+    hand, setup = _readme_lines()
+    assert setup <= 60, f"## Set up starts on line {setup}"
+    assert hand <= 120, f"{hand} hand-written lines in README.md"
+    text = table.README.read_text()
+    for block in (table.CHECK_BEGIN, table.SHAPES_BEGIN, table.SPECIAL_BEGIN):
+        assert block not in text and block in table.MEASURED.read_text(), block
+
+
+def test_links_in_a_block_are_relative_to_its_document(tmp_path):
+    """The shape block's plot and shapes.toml links work from docs/ as from the README's folder."""
+    readme_block = table.render_shapes()
+    docs_block = table.render_shapes(base=table.MEASURED.parent)
+    assert "](bench/shapes.toml)" in readme_block and "](../bench/shapes.toml)" in docs_block
+    assert "](results/" in readme_block and "](../results/" in docs_block
 
 
 def test_other_gpu_pages_match_committed_results():

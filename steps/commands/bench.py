@@ -3,7 +3,7 @@
     python -m steps.bench                           # steps 11, 14, 19, "fastest" and cuBLAS fp32, every shape
     python -m steps.bench --steps 10,11 --class odd,k-heavy
     python -m steps.bench --shapes 1000x1500x700,64x2048x2048   # ad-hoc shapes, beside or instead of classes
-    python -m steps.bench --save                    # results/<gpu>/shapes.json, shapes.csv, shapes.png, README,
+    python -m steps.bench --save                    # results/<gpu>/shapes.json, shapes.csv, shapes.png, docs/measured.md,
                                                     # and schedules/tuned/dispatch.json (the dispatch table)
     python -m steps.bench --steps 13,18 --save-dispatch   # the TF32 rows of the dispatch table only
     python -m steps.bench --steps all --check-only  # every step correct on every shape; nothing timed
@@ -114,7 +114,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"build processes (default: the CPU count, at most {sweep.MAX_WORKERS}; "
                         f"{sweep.default_workers()} here)")
     p.add_argument("--save", action="store_true",
-                   help=f"write results/<gpu>/{shapes.JSON_NAME}, {shapes.CSV_NAME}, {shapes.PLOT_NAME} and the README block "
+                   help=f"write results/<gpu>/{shapes.JSON_NAME}, {shapes.CSV_NAME}, {shapes.PLOT_NAME} and the docs/measured.md block "
                         "(the whole set, every shape passed; needs a GPU)")
     p.add_argument("--save-dispatch", action="store_true",
                    help="write only this GPU's rows of schedules/tuned/dispatch.json for the steps timed (e.g. "
@@ -663,10 +663,10 @@ def format_summary(doc: dict, impl: dict) -> str:
     return "\n".join(lines)
 
 
-# --- --save: shapes.json, shapes.csv, shapes.png, the README block ---------------------------------
+# --- --save: shapes.json, shapes.csv, shapes.png, docs/measured.md ---------------------------------
 
 def save(doc: dict, results_dir: Path) -> None:
-    """shapes.json and shapes.csv (each whole or not at all), then the plot and the README."""
+    """shapes.json and shapes.csv (each whole or not at all), then the plot and docs/measured.md."""
     from ..report import plot, table
 
     shapes.validate(doc)
@@ -682,4 +682,4 @@ def save(doc: dict, results_dir: Path) -> None:
     else:
         print(line)
     if Path(results_dir).resolve() == results.RESULTS_DIR.resolve():
-        print("README.md updated" if table.update_readme() else "README.md already up to date")
+        print("docs/measured.md updated" if table.update_readme() else "docs/measured.md already up to date")

@@ -2,7 +2,7 @@
 
     python -m steps.special                          # every fp32-accurate step, every class, 1024
     python -m steps.special --steps 11,14 --classes "scale 2^-64,inf and NaN"
-    python -m steps.special --save                   # results/<gpu>/special_values.json, .md, README
+    python -m steps.special --save                   # results/<gpu>/special_values.json, .md, docs/measured.md
     python -m steps.special --list                   # the data classes
 
 "fp32-accurate" promises what SGEMM gives, at the ends of the exponent range and with inf and
@@ -81,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"seed of the operands (default {DEFAULT_SEED})")
     options.add_arch_option(p)
     p.add_argument("--save", action="store_true",
-                   help="write results/<gpu>/special_values.json and special_values.md, and the README block "
+                   help="write results/<gpu>/special_values.json and special_values.md, and the docs/measured.md block "
                         "(needs every fp32-accurate step and every class)")
     p.add_argument("--list", action="store_true", help="list the data classes and exit")
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
@@ -184,4 +184,4 @@ def save(doc: dict, results_dir: Path) -> None:
     results.write_text_atomic(gpu_dir / special.TABLE_NAME, f"# fp32's special values\n\n{report.render(doc)}\n")
     print(f"saved {gpu_dir / special.TABLE_NAME}")
     if Path(results_dir).resolve() == results.RESULTS_DIR.resolve():
-        print("README.md updated" if table.update_readme() else "README.md already up to date")
+        print("docs/measured.md updated" if table.update_readme() else "docs/measured.md already up to date")

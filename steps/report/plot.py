@@ -1,9 +1,11 @@
 """python -m steps.plot: the ladder's plots, rendered headless from saved results.
 
-    python -m steps.plot                       # every GPU folder under results/
-    python -m steps.plot --gpu nvidia-h200     # one folder
+    python -m steps.plot                       # the GPU the README shows (the one measured last)
+    python -m steps.plot --gpu nvidia-h200     # another GPU's folder
+    python -m steps.plot --all                 # every GPU folder under results/
 
-The PNGs land beside the results they come from, in results/<gpu-slug>/:
+It writes nothing but these PNGs, beside the results they come from, in results/<gpu-slug>/
+(``python -m steps --save`` renders them for the GPU it measured; a GPU's page links those present):
 - gflops.png      throughput per step per size, cuBLAS as a dashed line per size, and TVM's own
                   schedules (dlight, MetaSchedule: references.json) as dotted bars after the steps;
 - speedup.png     each step over the step before it, per size (log scale; expected
@@ -511,11 +513,15 @@ def render_gpu_dir(gpu_dir: Path) -> list[str]:
 @quiet_broken_pipe
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m steps.plot", description=__doc__.splitlines()[0])
-    p.add_argument("--gpu", default=None, metavar="SLUG", help="one results/<SLUG> folder (default: every one)")
+    p.add_argument("--gpu", default=None, metavar="SLUG",
+                   help="one results/<SLUG> folder (default: the GPU the README shows)")
+    p.add_argument("--all", action="store_true", help="every GPU folder under --results-dir")
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help="where the GPU folders are")
     p.error = lambda message: _usage(message)  # one line, exit 2
     try:
         args = p.parse_args(argv)
+        if args.gpu is not None and args.all:
+            raise _UsageError("--gpu and --all: one or the other")
         if args.gpu is not None:
             folders = [args.results_dir / args.gpu]
             if not folders[0].is_dir():
@@ -524,6 +530,10 @@ def main(argv=None) -> int:
             folders = sorted(d for d in Path(args.results_dir).glob("*") if d.is_dir() and results.load_gpu_dir(d))
             if not folders:
                 raise _UsageError(f"no results under {args.results_dir}: run python -m steps --save on a GPU")
+            if not args.all:  # the README's GPU: the plots it links
+                from .table import _gpu_dirs, primary_gpu
+
+                folders = [Path(args.results_dir) / primary_gpu(_gpu_dirs(args.results_dir), args.results_dir)]
         for folder in folders:
             for line in render_gpu_dir(folder):
                 print(line)
