@@ -17,7 +17,7 @@ kernel time. ``fastest`` reads that table only (no GPU, no clock, no file but th
 2. **Any other shape** gets the step that was fastest at its nearest measured shape, distance
    measured in log2 of each of M, N and K (so 3000x3000x1 is near 2048x2048x1, not near
    3072^3: a factor of two counts the same at every size and in every dimension). The audit in
-   ``results/<gpu>/dispatch_audit.txt`` times the rule's pick on shapes outside the set against
+   ``results/<gpu>/evidence/dispatch_audit.txt`` times the rule's pick on shapes outside the set against
    every candidate there.
 3. **An arch with no table** (sm_80, sm_86, sm_89 today) gets the portable rule: step 11 for
    fp32 (CUDA cores run everywhere, and split-K and its shape rule cover every shape), step 13

@@ -147,7 +147,7 @@ there). At 1x8192x1024 B is 32 MB, inside the H100's 50 MB L2, and cuBLAS ran at
 benchmark's 1.61-1.70x there is cuBLAS missing L2, not step 11 winning; 0.82x is the number.
 
 Matrix-vector mode at any N = 1 (2026-11-23, later). A benchmark of 28 shapes outside the set
-(results/<gpu>/audit.txt) found 12345x1x777 at 0.39x cuBLAS: no pass of the mode divided K = 777,
+(results/<gpu>/evidence/audit.txt) found 12345x1x777 at 0.39x cuBLAS: no pass of the mode divided K = 777,
 so the rule fell back to the tiled path (N padded to 16, split-K). The mode now pads K to whole
 passes of k_threads x vector (pad_einsum; the pad block inlines into the register loads as a
 bound, as the tiled path's padding does into its copies), at the widest vector that divides K

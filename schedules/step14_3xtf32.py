@@ -61,7 +61,7 @@ The committed ladder run (2026-11-23): 23.4 / 56.4 / 67.2 / 70.6 TFLOP/s at 512 
 
 fp32 at the ends of its range (issue 28; docs/fp32-contract.md). Prediction: TVM's fast math
 flushes the split's and the promote's FADDs (x - big is subnormal for x below ~2^-115); without
-the flush, what is left is the tensor core. Measured (H100, 2026-11-24, tools/fp32_probe.py):
+the flush, what is left is the tensor core. Measured (H100, 2026-11-24, fp32_probe in docs/maintaining.md):
 TF32 mma.sync keeps subnormal operands, products and sums exactly (its result is the exact sum
 of the TF32-truncated inputs, truncated to fp32), and with --ftz=false (schedules/lowering/nvrtc.py) the
 errors at 2^-60 went 4.4e-4 -> 5.2e-7 (cuBLAS SGEMM 5.7e-7) and at 2^-64 0.89 -> 1.3e-6 (6.3e-7:

@@ -31,8 +31,8 @@ against the 322 measured for mma.sync), and no fragment loads, but every slice w
 TMA with nothing to overlap it, as step 12 did: around step 13's 165-175 TFLOP/s, well below
 cuBLAS's 350-380.
 
-Measured (H100 80GB HBM3, 2026-11-24, tools/hopper_probe.py, kernel time, two alternating
-rounds; results/nvidia-h100-80gb-hbm3/hopper_probe.json): 163 / 200 TFLOP/s at 2048^3 / 4096^3
+Measured (H100 80GB HBM3, 2026-11-24, hopper_probe in docs/maintaining.md, kernel time, two alternating
+rounds; results/nvidia-h100-80gb-hbm3/evidence/hopper_probe.json): 163 / 200 TFLOP/s at 2048^3 / 4096^3
 (transposed copy included), 0.46x / 0.53-0.58x cuBLAS TF32 (348-353 / 341-377) in the same run:
 like step 13 at 2048 and 15% above it at 4096, with no pipeline at all. The committed run
 (2026-11-25, ``--save``): 12.4 / 60.6 / 164.6 / 202.5 TFLOP/s at 512 / 1024 / 2048 / 4096,

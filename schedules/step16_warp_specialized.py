@@ -13,7 +13,7 @@ slice's wgmma overlap the next slice's issue. ``setmaxnreg`` moves registers fro
 Prediction: the loads now run stages - 1 slices ahead, so the tensor pipe waits only when
 the ring is empty: 1.3-1.5x step 15, towards 250-300 TFLOP/s at 4096.
 
-Measured (H100 80GB HBM3, 2026-11-24, tools/hopper_probe.py, kernel time, two rounds): 209 /
+Measured (H100 80GB HBM3, 2026-11-24, hopper_probe in docs/maintaining.md, kernel time, two rounds): 209 /
 251 TFLOP/s at 2048^3 / 4096^3, 1.27x / 1.25x step 15, 0.59x / 0.67-0.74x cuBLAS TF32. 3 stages
 instead of 4: 178 / 212. Less than predicted: each block still multiplies a 128 x 128 tile, so
 per 32-k slice a consumer reads 16 KB of B from shared memory for 2 x 64 x 128 x 32 FLOP; and

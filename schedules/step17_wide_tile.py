@@ -10,7 +10,7 @@ double to 128 floats per consumer thread, which setmaxnreg's 232 holds. A config
 Prediction: 10-20% over step 16 at 2048 and 4096; slower at 512 and 1024, where 128 x 256
 tiles give 8 and 32 blocks for 132 SMs (expected regression, marked).
 
-Measured (H100 80GB HBM3, 2026-11-24, tools/hopper_probe.py, kernel time, two rounds): 226 /
+Measured (H100 80GB HBM3, 2026-11-24, hopper_probe in docs/maintaining.md, kernel time, two rounds): 226 /
 287 TFLOP/s at 2048^3 / 4096^3, 1.08x / 1.14x step 16, 0.64x / 0.76-0.84x cuBLAS TF32. At 2048
 the transposed copy of B (13 us of 76) is now the largest single cost: step 18. The committed
 run (2026-11-25, ``--save``): 11.7 / 62.0 / 229.4 / 282.9 TFLOP/s at 512 / 1024 / 2048 / 4096,

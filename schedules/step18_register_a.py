@@ -16,7 +16,7 @@ Prediction: the copy kernel was 13 us at 2048^3 and ~26 us at 4096^3 (measured b
 out, with B given transposed); removing it, and the fragment loads costing little beside
 wgmma's own shared reads, 1.2-1.4x step 17 at 2048 and 1.1x at 4096.
 
-Measured (H100 80GB HBM3, 2026-11-24, tools/hopper_probe.py, kernel time, two alternating
+Measured (H100 80GB HBM3, 2026-11-24, hopper_probe in docs/maintaining.md, kernel time, two alternating
 rounds with cuBLAS TF32): 321 / 329 TFLOP/s at 2048^3 / 4096^3, 1.42x / 1.15x step 17, and
 0.91-0.92x / 0.87-0.97x cuBLAS TF32 (348-353 / 341-377 in the same run): past the issue's
 bars (0.7x at 2048, 0.75x at 4096), short of cuBLAS. raster 1 or 8 within 1%; 3 stages 1-4%
@@ -26,7 +26,7 @@ slower. The committed run (2026-11-25, ``--save``, cuBLAS TF32 timed in the same
 ladder in one run (same day): 336 / 353 TFLOP/s, 95% / 89% of cuBLAS TF32 (355 / 397).
 
 What limits it (Nsight Compute 2025, 4096^3, tools/ncu_hopper.sh, 2026-11-25,
-results/nvidia-h100-80gb-hbm3/ncu_step18_4096.txt): 352 us, the tensor pipe active 91.3% of the
+results/nvidia-h100-80gb-hbm3/evidence/ncu_step18_4096.txt): 352 us, the tensor pipe active 91.3% of the
 cycles (sm__pipe_tensor_op_hmma_cycles_active), SM busy 88.7%, 2,097,152 wgmma issued. One
 block of 384 threads per SM (197 KB of shared memory), so 3 warps per scheduler: per issued
 instruction a warp waits 13.4 cycles, most on long scoreboard (3.0: the mbarrier waits and the
@@ -35,14 +35,14 @@ waits), short scoreboard (2.0: the B^T fragment loads from shared memory) and wg
 What is left is the edges of each tile: the pipeline's fill and drain, and an epilogue that
 stores 128 floats per thread while no wgmma runs. Next: a persistent grid whose epilogue
 overlaps the next tile's loads, and a TMA store. The Nsight cross-check (harness time per call
-against ncu's, results/nvidia-h100-80gb-hbm3/crosscheck_partial_2026-11-25.txt) agreed within 3%
+against ncu's, results/nvidia-h100-80gb-hbm3/evidence/crosscheck_partial_2026-11-25.txt) agreed within 3%
 at 512 and 1024 and differed at 2048: 53.3 us in the harness against 46.7 us in ncu. Measured
-again (results/nvidia-h100-80gb-hbm3/crosscheck_clocks_2026-11-25.txt): 47.4 against 46.6, the
+again (results/nvidia-h100-80gb-hbm3/evidence/crosscheck_clocks_2026-11-25.txt): 47.4 against 46.6, the
 gap gone; at 4096 the harness reads 7-8% above ncu for this step (377.5 against ~352 us) and for
 cuBLAS TF32 alike (370 against ~342; ncu's SM clock 1.63 and 1.69 GHz), so the ratio between
 them stands. The whole ladder run of 2026-11-25 (second): 340.8 / 333.3 TFLOP/s, 0.97x / 0.84x
 cuBLAS TF32; the ratio at 4096 moves by about 5% between runs. The sweep (2026-11-25, python -m
-steps.sweep --step 18 --sizes 2048 4096 --top 2, results/nvidia-h100-80gb-hbm3/sweep_hopper.txt)
+steps.sweep --step 18 --sizes 2048 4096 --top 2, results/nvidia-h100-80gb-hbm3/evidence/sweep_hopper.txt)
 keeps this config's tile and depth: 256 x 128 at 323 / 353 TFLOP/s against 284 / 280 for 128 x
 128 and 248 / 299 for 192 x 128, 4 stages against 313 / 354 (3) and 212 / 235 (2); its best
 raster differs by size (4 at 2048: 329; 1 at 4096: 385) by margins the single timings of a sweep

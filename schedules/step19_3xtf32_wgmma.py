@@ -60,15 +60,15 @@ Measured (H100 80GB HBM3, 2026-11-25, probe runs in one process, 3 alternating r
   scheduler (one block of 384 threads per SM).
 - promote: 1, 2 and 4 run within 1-3% of each other (the two consumers drain together, and the
   producer and the other warps hide it), with errors 5.5e-7, 7.5e-7 and 1.2e-6 at 4096^3
-  (cuBLAS SGEMM 1.15e-6): promote 1 is the default. In 6 alternating rounds (tools/
-  step19_probe.py), promote 2 ran 1.01x / 1.04x promote 1 at 4096 / 2048 (121.7 / 117.6 against
+  (cuBLAS SGEMM 1.15e-6): promote 1 is the default. In 6 alternating rounds (step19_probe
+  in docs/maintaining.md), promote 2 ran 1.01x / 1.04x promote 1 at 4096 / 2048 (121.7 / 117.6 against
   120.2 / 113.2), raster 4 0.98x / 1.02x: the accuracy is worth more than that.
 - Nsight Compute at the default (4096^3, promote 1, results/nvidia-h100-80gb-hbm3/
-  ncu_step19_4096.txt): tensor pipe active 90.4% of cycles, 1.02 ms; per issued instruction a
+  evidence/ncu_step19_4096.txt): tensor pipe active 90.4% of cycles, 1.02 ms; per issued instruction a
   warp waits 9.3 cycles: barrier 2.1 (wgmma.fence's warpgroup sync, the drain per slice), short
   scoreboard 1.5 (the fragment loads), long scoreboard 1.4 (mbarrier waits), fixed latency 1.3.
 - the sweep (python -m steps.sweep --step 19 --sizes 2048 4096 --top 2, results/
-  nvidia-h100-80gb-hbm3/sweep_hopper.txt): 128 x 128 tiles 126 TFLOP/s against 86-94 for the
+  nvidia-h100-80gb-hbm3/evidence/sweep_hopper.txt): 128 x 128 tiles 126 TFLOP/s against 86-94 for the
   64-wide ones, 4 stages against 104-120 for 2 and 3; raster and promote within the sweep's
   single timings (114-133).
 - the committed ladder run (2026-11-25, promote 1, ``--save``, every step and reference in one
@@ -101,11 +101,11 @@ The tile rule (issue 31, after the dispatch rule's audit found step 19 at 0.77x 
 each loaded tile) fill the machine and win as long as the kernel is latency-bound, not
 bandwidth-bound; at or above one wave the 128 x 128 tile's reuse wins (the sweep above: 126
 against 86-94 TFLOP/s at 4096^3). Measured (H100, 2026-11-25, results/nvidia-h100-80gb-hbm3/
-dispatch_probe.txt, x cuBLAS SGEMM, 128 x 128 -> 64 x 64): 128 x 4096 x 4096 0.77x -> 1.51x,
+evidence/dispatch_probe.txt, x cuBLAS SGEMM, 128 x 128 -> 64 x 64): 128 x 4096 x 4096 0.77x -> 1.51x,
 4096 x 128 x 4096 0.79x -> 1.51x, 512^3 0.65x -> 1.23x, 997 x 1009 x 1013 1.10x -> 1.36x,
 513 x 257 x 1025 0.36x -> 0.60x (still below step 11 there). So ``default_config`` takes
 64 x 64 below 132 tiles of 128 x 128 (WAVE_SMS), 128 x 128 from there. In the ladder (python
--m steps, same day, results/nvidia-h100-80gb-hbm3/step19_tile_rule.txt): 26.2 / 81.8 TFLOP/s at
+-m steps, same day, results/nvidia-h100-80gb-hbm3/evidence/step19_tile_rule.txt): 26.2 / 81.8 TFLOP/s at
 512 / 1024 against the committed run's 14.0 / 63.3 below (1.25x / 2.12x cuBLAS SGEMM; step 14
 21.8 / 56.4 in the same run), so step 19 is now the faster fp32-accurate kernel at 512 too. The
 shape benchmark and the dispatch table were measured with the rule.
@@ -144,7 +144,7 @@ EXPECTED_REGRESSION = dict.fromkeys(
 # has fewer such tiles than a Hopper has SMs (132 on the H100 and H200); 64 x 64 tiles give four
 # times as many thread blocks. Measured on the H100 (2026-11-25, kernel time, x cuBLAS SGEMM):
 # 128x4096x4096 0.77x -> 1.51x, 4096x128x4096 0.79x -> 1.51x, 512^3 0.65x -> 1.23x,
-# 997x1009x1013 1.10x -> 1.36x, 513x257x1025 0.36x -> 0.60x (results/<gpu>/dispatch_probe.txt).
+# 997x1009x1013 1.10x -> 1.36x, 513x257x1025 0.36x -> 0.60x (results/<gpu>/evidence/dispatch_probe.txt).
 WAVE_SMS = 132
 SMALL_TILE = 64
 

@@ -124,7 +124,7 @@ def _ptx_counts(mode: str) -> dict:
 def test_the_steps_compile_without_flushing_subnormals():
     """Through TVM's own NVRTC call, as on a GPU: no .ftz in the PTX of step 11 (FFMA) or step 14
     (the split's and the promote's FADD); with TVM's flags alone, every one of them flushes.
-    (On the GPU machine the SASS is checked too: tools/fp32_probe.py.)"""
+    (On the GPU machine the SASS was checked too: docs/fp32-contract.md.)"""
     ours, before = _ptx_counts("ours"), _ptx_counts("fast-math")
     for number in ("11", "14"):
         assert ours[number]["ftz"] == 0 and ours[number]["fp32"] > 50, ours

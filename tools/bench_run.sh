@@ -32,7 +32,7 @@ if [ "${BENCH:-1}" = 1 ]; then
   timeout 420 python3 -m steps.bench $steps $save > logs/bench.out 2> logs/bench.err
   echo "bench rc=$? $((SECONDS-t0))s"; tail -n 40 logs/bench.out; tail -n 3 logs/bench.err
 fi
-# The audit's shapes: outside the set, of every class (results/<gpu>/audit.txt has step 11's run).
+# The audit's shapes: outside the set, of every class (results/<gpu>/evidence/audit.txt has step 11's run).
 AUDIT_SHAPES=640x640x640,1280x1280x1280,2560x2560x2560,3584x3584x3584,3072x48x3072,6144x96x2048,2048x24x8192,\
 48x3072x3072,96x6144x2048,8x8192x4096,192x192x24576,320x320x10240,96x96x49152,6144x6144x32,3072x3072x96,\
 16384x2048x128,1777x1333x911,3001x2999x1499,769x1543x2049,129x4097x515,7x300x5003,1x2048x2048,1x16384x512,\

@@ -1,10 +1,11 @@
-"""Run one step's kernel a few times in this process, for a profiler to attach to.
+"""The target tools/ncu_hopper.sh profiles: one step's kernel built at SIZE^3 and run three times
+in this process, for Nsight Compute to attach to. It measures nothing itself.
 
+    bash tools/ncu_hopper.sh [STEP] [SIZE] [CONFIG_JSON]       # the usual way: ncu around this
     ncu --clock-control none --metrics ... python tools/ncu_probe.py STEP SIZE [CONFIG_JSON]
 
-CONFIG_JSON (optional) replaces the step's default config, e.g. '{"block_m": 128, ...}'.
-
-Used for the shared-memory bank-conflict counts reported in step 8's notes.
+CONFIG_JSON (optional) replaces the step's default config, e.g. '{"block_m": 128, ...}'. Built for
+sm_90 (an H100 or H200). Also used for the shared-memory bank-conflict counts in step 8's notes.
 """
 
 import json

@@ -6,8 +6,7 @@
 #   3. wall time, the same step-11 candidates (SHAPES x CANDIDATES), alternating local, tracker,
 #      local, tracker: the tracker with one server must be at most 1.10x the local path, with the
 #      same winners or ties within noise (tools/winners.py on each pair of logs)
-#   0. (PROBE=1) tools/fork_probe.py: why forked sessions fail, what spawned ones do
-#   SHAPES=... CANDIDATES=8 TESTS=0 PROBE=1 FORK=1 ROUNDS=2 SWEEP_S=105 bash tools/rpc_run.sh
+#   SHAPES=... CANDIDATES=8 TESTS=0 FORK=1 ROUNDS=2 SWEEP_S=105 bash tools/rpc_run.sh
 # Logs go to logs/ (with $OUT set, a link to $OUT/logs, tarred into $OUT/logs.tar on exit: only a
 # few files come back from a device call). ROUNDS=2 SWEEP_S=105 are the defaults.
 set -uo pipefail
@@ -28,9 +27,6 @@ trap finish EXIT
 SHAPES=${SHAPES:-1024x1024x1024,2048x2048x2048,4096x4096x4096,2048x64x2048,128x4096x4096,256x256x16384,1000x1500x700,2047x2047x2047,4096x4096x64,513x257x1025}
 CANDIDATES=${CANDIDATES:-8}
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee logs/nvidia-smi.csv
-if [ "${PROBE:-0}" = 1 ]; then
-  timeout 150 python3 tools/fork_probe.py > logs/fork-probe.log 2>&1; echo "fork probe rc=$?"; cat logs/fork-probe.log
-fi
 python3 - <<'PY' 2>&1 | tail -n 1
 import schedules
 lib = schedules.build(10, 2048, 2048, 2048)
@@ -47,7 +43,7 @@ if [ "${TESTS:-1}" = 1 ]; then
   echo "pytest rc=$? $((SECONDS-t0))s"; tail -n 5 logs/pytest-gpu-rpc.log
 fi
 # FORK=1: sessions forked from their server (TVM's default) instead of spawned (the launcher's
-# default since forked sessions failed on the H100: results/<gpu>/rpc_tries.txt)
+# default since forked sessions failed on the H100: results/nvidia-h100-80gb-hbm3/evidence/rpc_tries.txt)
 setsid python3 -m steps.rpc_pool --gpus 0 --key h100 --host 127.0.0.1 --port 9190 ${FORK:+--fork} > logs/rpc-pool.log 2>&1 &
 pool=$!
 sleep 8

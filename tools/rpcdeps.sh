@@ -3,6 +3,7 @@
 # git-ignored .rpcdeps/ (tornado unpacked from its abi3 wheel, the web, HTTP and test modules the
 # tracker never imports dropped: ~0.5 MiB, beside .gpu/ under the 64 MiB a call may carry).
 # tools/rpc_run.sh and tools/scaling_run.sh put it on PYTHONPATH; carry [".gpu", ".rpcdeps"].
+#   bash tools/rpcdeps.sh      # here, with a package index (pip download), before the device call
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 tmp=$(mktemp -d)

@@ -1,13 +1,10 @@
 #!/usr/bin/env bash
 # Issue 33 on a lent machine with several GPUs (nvidia-h100-x2 / x4 kinds), from the project root:
-#   GPUS=0,1 [CANDIDATES=10] [LIMIT_S=480] [TESTS=0] [FORK=1] [PROBE=1] [REPEAT=n] bash tools/scaling_run.sh
+#   GPUS=0,1 [CANDIDATES=10] [LIMIT_S=480] [TESTS=0] [FORK=1] [REPEAT=n] bash tools/scaling_run.sh
 #   (carry [".gpu", ".rpcdeps"]; bash tools/rpcdeps.sh first). TESTS=1, the default, first runs
 #   tests/test_device_check.py and tests/test_rpc.py -m gpu (~1-2 min). CONFIRM=n: the sweep's
 #   --confirm rounds. CONTROL=1: the one-server sweep again at the end. One server runs ~0.15 s of GPU per step-11 candidate.
-#   PROBE=1 first measures the host's build rate (tools/build_probe.py, ~2-3 min).
 #   CLOCKS=1: each GPU's clocks, power, temperature and throttle reasons every 0.5 s (logs/clocks.csv).
-#   RANKS=1: tools/load_probe.py's finalists (results/nvidia-h200/load_probe_configs.json) timed on 8
-#   scattered allocations, one process per GPU, before and after the sweeps (~30 s each).
 # The same step-11 sweep through 1, 2 (and 4) servers (tools/rpc_scaling.py --save). logs/ come
 # back in $OUT/logs.tar (in $OUT/logs if cut off), results/ in $OUT/scaling-results.tar.
 set -uo pipefail
@@ -30,18 +27,6 @@ if [ "${CLOCKS:-0}" = 1 ]; then
     --format=csv -lms 500 > logs/clocks.csv 2>&1 &
   CLOCKS_PID=$!
 fi
-ranks() {  # $1: a label. The same finalists timed standalone on each GPU, in parallel.
-  local cfg=results/nvidia-h200/load_probe_configs.json
-  [ -d /tmp/ranks-libs ] || timeout 120 python3 tools/load_probe.py build $cfg /tmp/ranks-libs > logs/ranks-build.log 2>&1
-  local pids=()
-  for g in ${GPUS//,/ }; do
-    CUDA_VISIBLE_DEVICES=$g timeout 120 python3 tools/load_probe.py places $cfg /tmp/ranks-libs --rounds 3 \
-      > logs/ranks-$1-gpu$g.txt 2>&1 &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
-  grep -h "median over" logs/ranks-$1-gpu*.txt
-}
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv > logs/scaling-nvidia-smi.csv
 cat logs/scaling-nvidia-smi.csv
 GPUS=${GPUS:-$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)}
@@ -53,13 +38,6 @@ fi
 # What the sweep's imports cost here, before its clock starts (Python's own account).
 ( time python3 -X importtime -c "import steps.commands.sweep" ) > logs/importtime.txt 2>&1
 tail -n 3 logs/importtime.txt
-if [ "${PROBE:-0}" = 1 ]; then
-  timeout 240 python3 tools/build_probe.py --candidates "${PROBE_CANDIDATES:-256}" --out logs/build_probe.json \
-    > logs/build_probe.out 2> logs/build_probe.err
-  echo "build_probe rc=$?"; cat logs/build_probe.out; tail -n 5 logs/build_probe.err
-fi
-if [ "${RANKS:-0}" = 1 ]; then ranks before; fi
 timeout $(( ${LIMIT_S:-480} )) python3 tools/rpc_scaling.py --gpus "$GPUS" --candidates "${CANDIDATES:-10}" \
   ${FORK:+--fork} ${REPEAT:+--repeat "$REPEAT"} ${CONFIRM:+--confirm "$CONFIRM"} ${CONTROL:+--control} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
 echo "rpc_scaling rc=$?"; cat logs/rpc-scaling.out; tail -n 8 logs/rpc-scaling.err
-if [ "${RANKS:-0}" = 1 ]; then ranks after; fi

@@ -4,7 +4,7 @@ The local path checks a candidate by copying C to the host and comparing it with
 float64 product (``harness.verify_on``). Over TVM's RPC that copy crosses a socket, and TVM's
 RPC moves tensors at only 30-50 MB/s (measured: ~35 MB/s uploads on the H100 machine, 50 MB/s
 each way on a 2-core one; ~1.4 s per candidate more than the local path at 4096x4096x64 on the
-H100, results/nvidia-h100-80gb-hbm3/rpc_tries.txt). At 4096² C is 64 MiB, so the check cost more than
+H100, results/nvidia-h100-80gb-hbm3/evidence/rpc_tries.txt). At 4096² C is 64 MiB, so the check cost more than
 the kernel's timing. Here the same check runs where C already is:
 
 - ``uniform``: fresh random inputs made there, A and B in [-1, 1) as the local path's numpy

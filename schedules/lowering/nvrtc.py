@@ -21,7 +21,7 @@ already set (your toolkit wins) or the wheels are absent.
 and TVM compiles every kernel with ``--use_fast_math``, which implies ``-ftz=true``: every
 FFMA and FADD flushes subnormal inputs and results to zero (step 11 returned all zeros where
 every product is below 2^-126). Two things make the flush go away, both measured on the H100
-machine (2026-11-24, its NVRTC 13.0.88; tools/fp32_probe.py, docs/fp32-contract.md):
+machine (2026-11-24, its NVRTC 13.0.88; docs/fp32-contract.md, by a probe since removed):
 
 - ``--ftz=false`` after TVM's flags (TVM appends ``TVM_CUDA_NVRTC_EXTRA_OPTS`` after its own):
   PTX ``fma.rn.f32``, SASS ``FFMA``;
@@ -52,7 +52,7 @@ header is a ~210 MB file in ``$TMPDIR``, which NVRTC removes at a normal exit on
 that compiles two kernels gains nothing. On the H100's host (NVRTC 13.0.88, 32 build processes) a
 step-11 candidate then built in 0.42 s instead of 1.96 s, 47.9 a second instead of 9.8, with every
 cubin byte for byte the same: before, the builds set the pace of a sweep over two GPUs (issue 33,
-results/nvidia-h100-80gb-hbm3/rpc_scaling_tries.txt).
+results/nvidia-h100-80gb-hbm3/evidence/rpc_scaling_tries.txt).
 """
 
 from __future__ import annotations

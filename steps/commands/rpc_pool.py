@@ -244,7 +244,8 @@ class Launch:
             cmd += ["--custom-addr", self.custom_addr]
         if self.spawn:  # each session a fresh Python, not a fork of the server (TVM's --no-fork)
             # On the H100 (driver 580, 2026-11-25) a forked session's driver-API calls failed
-            # with CUDA_ERROR_NOT_INITIALIZED; spawned sessions work (tools/fork_probe.py).
+            # with CUDA_ERROR_NOT_INITIALIZED; spawned sessions work (fork_probe:
+            # results/nvidia-h100-80gb-hbm3/evidence/rpc_tries.txt, try 3).
             cmd += ["--no-fork"]
         server.proc = subprocess.Popen(cmd, env=server_environment(server.gpu, self._no_torch_folder()),
                                        start_new_session=True, stdin=subprocess.DEVNULL)

@@ -738,7 +738,7 @@ def pick(rows: list[dict]) -> dict:
     band's edge went one way in one run and the other way in the next. Wider bands, tried on five
     later runs' confirmations (420 pairs of a shape's picks): 75 pairs differ without a band, 25
     with 1%, 6 with 3% and still 6 with 8%, one shape's candidate on the edge each time; and a 3%
-    band gives away up to 2.8% (results/nvidia-h200/rpc_scaling_tries.txt, session 6). Why: steady
+    band gives away up to 2.8% (results/nvidia-h200/evidence/rpc_scaling_tries.txt, session 6). Why: steady
     in a process, the order is not across processes. One compiled kernel reads ~1.9% faster or
     slower in one process than in another, or than a byte-identical copy of itself in the same
     process, the slower switching with the process's history (session 7; what sets it is not known),

@@ -13,7 +13,7 @@ gflops, or error.
 Where the check runs. The local path copies C to the host and compares it with numpy's float64
 product. TVM's RPC moves tensors at only 30-50 MB/s, and at 4096² C is 64 MiB: that copy cost
 ~1.4 s per candidate on the H100 where the local check costs ~0.1 s, and made the tracker 1.2-1.35x
-slower than the local path (results/nvidia-h100-80gb-hbm3/rpc_tries.txt). So the float64
+slower than the local path (results/nvidia-h100-80gb-hbm3/evidence/rpc_tries.txt). So the float64
 product and the error's sums run on the server's device (schedules/integration/device_check.py: a library
 built here once and uploaded once per session), and 2·N doubles come back per candidate. The
 random inputs are drawn there too, from a seed drawn here per size and session: uploading them
@@ -272,7 +272,7 @@ class Remote:
         session that asked is kept in `handover` for the sweep's first client thread, and one on
         each other server registered then is opened meanwhile, for the others: a spawned session
         takes 5-10 s to start, and on two H100s the second server's was the last thing the sweep
-        waited for before both measured (issue 33, rpc_scaling_tries.txt)."""
+        waited for before both measured (issue 33, results/<gpu>/evidence/rpc_scaling_tries.txt)."""
         session_s = SESSION_TIMEOUTS * self.timeout_s
         others = [_open_meanwhile(self.tracker, session_s)
                   for _ in self.tracker.wait_for_servers(self.wait_s)[1:]]
