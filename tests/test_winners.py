@@ -1,4 +1,4 @@
-"""tools/winners.py: two sweeps' winners are the same, a tie within noise, or different."""
+"""tools/winners.py: two sweeps' winners are the same, within the band, or different."""
 
 from __future__ import annotations
 
@@ -27,14 +27,15 @@ def test_the_same_pick_is_the_same():
     assert row["verdict"] == "same" and row["shape"] == "64x64x64"
 
 
-def test_picks_within_noise_are_a_tie_and_beyond_it_different():
-    a = rows({1: 100.0, 2: 99.6, 4: 90.0})
-    (tie,) = winners.compare(a, rows({1: 99.5, 2: 100.0, 4: 90.0}))
-    assert tie["verdict"] == "tie"
-    assert tie["b_pick_in_a"] == pytest.approx(0.996) and tie["a_pick_in_b"] == pytest.approx(0.995)
+def test_picks_within_the_band_are_equally_good_and_beyond_it_different():
+    a = rows({1: 100.0, 2: 98.0, 4: 90.0})
+    (within,) = winners.compare(a, rows({1: 97.6, 2: 100.0, 4: 90.0}))
+    assert winners.BAND == 0.025 and within["verdict"] == "within"
+    assert within["b_pick_in_a"] == pytest.approx(0.98) and within["a_pick_in_b"] == pytest.approx(0.976)
     (far,) = winners.compare(a, rows({1: 97.0, 2: 100.0, 4: 90.0}))
     assert far["verdict"] == "DIFFERENT"  # a's pick 3% behind in b
-    (strict,) = winners.compare(a, rows({1: 99.5, 2: 100.0, 4: 90.0}), noise=0.001)
+    assert far["a_pick_gflops"] == [100.0, 97.0] and far["b_pick_gflops"] == [98.0, 100.0]  # both timings
+    (strict,) = winners.compare(a, rows({1: 99.5, 2: 100.0, 4: 90.0}), band=0.001)
     assert strict["verdict"] == "DIFFERENT"
 
 
@@ -49,7 +50,9 @@ def test_the_command_reads_logs_and_exits_by_verdict(tmp_path, capsys):
     b.write_text("\n".join(json.dumps(r) for r in rows({1: 99.7, 2: 100.0}) + rows({1: 51.0}, (8, 8, 8))) + "\n")
     assert winners.main([str(a), str(b)]) == 0
     out = capsys.readouterr().out
-    assert "2 shapes: 1 the same winner, 1 ties within noise, 0 different" in out
+    assert "2 shapes: 1 the same winner, 1 within the 2.5% band, 0 different" in out
     b.write_text("\n".join(json.dumps(r) for r in rows({1: 90.0, 2: 100.0})) + "\n")
     assert winners.main([str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERENT" in out and "GFLOPS" in out and "100.0 / 90.0" in out  # a's pick, timed by both runs
     assert winners.main([str(tmp_path / "missing.jsonl"), str(b)]) == 2

@@ -12,8 +12,11 @@ per count, speedup against one server, whether every count picked the same winne
 and where the time went, from the sweep's log: the builds here (summed over candidates, and
 the build processes' share of the wall), each server's busy time (upload and load, check and
 timing), the slowest server's, and what is left (the tracker, the client, waiting). Issue 33's
-bars: at least 1.8x on 2 servers and 3.3x on 4. ``--control`` runs the one-server sweep once
-more at the end: how far the sweep repeats itself on one GPU, the yardstick for the winners.
+bars: at least 1.8x on 2 servers and 3.3x on 4. Winners (tools/winners.py): per shape two runs'
+picks are the same config, or within ``--band`` (2.5%: each pick, timed by the other run, within
+that of the run's own pick; one kernel reads 1.6-2.2% apart between processes), or DIFFERENT,
+printed with both timings. ``--control`` runs the one-server sweep once more at the end: how far
+the sweep repeats itself on one GPU, the yardstick for the winners.
 """
 
 from __future__ import annotations
@@ -112,8 +115,9 @@ def outside_the_clock(line: str, launched: float, ended: float) -> str:
 
 def report(runs: list[dict], gpu: str, args, control: dict | None = None) -> tuple[str, dict]:
     base = runs[0]["wall_s"]
-    # The same winners, or ties within noise (tools/winners.py), against the one-server run.
-    vs_one = {r["servers"]: winners.compare(runs[0]["rows"], r["rows"]) for r in runs[1:]}
+    # The same winners, or picks within the band (tools/winners.py), against the one-server run.
+    band = args.band
+    vs_one = {r["servers"]: winners.compare(runs[0]["rows"], r["rows"], band) for r in runs[1:]}
     same = all(row["verdict"] != "DIFFERENT" for rows in vs_one.values() for row in rows)
     lines = [f"The RPC sweep's scaling on {gpu}, {time.strftime('%Y-%m-%d')}: step 11, "
              f"{len({(r['M'], r['N'], r['K']) for r in runs[0]['rows']})} shapes x {args.candidates} candidates"
@@ -136,21 +140,22 @@ def report(runs: list[dict], gpu: str, args, control: dict | None = None) -> tup
             lines.append(f"confirmation, {r['servers']} server(s): {r['finalists']} finalists of "
                          f"{r['confirmed_shapes']} shapes timed again in turns, {r['confirm_server_s']:.1f} s of server time")
     for n, rows in vs_one.items():
-        lines.append(f"winners, {n} servers against 1: {winners.summary(rows)}")
-        lines += [f"  {row['shape']}: {row['verdict']}, {n} servers' pick at {row['b_pick_in_a']:.2%} in the "
-                  f"1-server run, its pick at {row['a_pick_in_b']:.2%} in the {n}-server run"
+        lines.append(f"winners, {n} servers against 1: {winners.summary(rows, band)}")
+        lines += [f"  {row['shape']}: {winners.describe(row, '1-server', f'{n}-server')}"
                   for row in rows if row["verdict"] != "same"]
     if control is not None:
         # The same one-server sweep again: how far a run repeats itself, the yardstick for the rest.
-        again = winners.compare(runs[0]["rows"], control["rows"])
+        again = winners.compare(runs[0]["rows"], control["rows"], band)
         lines.append(f"control, one server again: {control['wall_s']:.1f} s "
                      f"({control['wall_s'] / base - 1:+.1%} from the first); winners against the first: "
-                     f"{winners.summary(again)}")
-        lines += [f"  {row['shape']}: {row['verdict']}, the control's pick at {row['b_pick_in_a']:.2%} in the first "
-                  f"run, the first's at {row['a_pick_in_b']:.2%} in the control" for row in again if row["verdict"] != "same"]
+                     f"{winners.summary(again, band)}")
+        lines += [f"  {row['shape']}: {winners.describe(row, 'first', 'control')}" for row in again if row["verdict"] != "same"]
         for r in runs[1:]:
-            against = winners.compare(control["rows"], r["rows"])
-            lines.append(f"winners, {r['servers']} servers against the control: {winners.summary(against)}")
+            against = winners.compare(control["rows"], r["rows"], band)
+            lines.append(f"winners, {r['servers']} servers against the control: {winners.summary(against, band)}")
+            other = f"{r['servers']}-server"
+            lines += [f"  {row['shape']}: {winners.describe(row, 'control', other)}"
+                      for row in against if row["verdict"] != "same"]
             vs_one[f"{r['servers']} vs control"] = against
         vs_one["control vs 1"] = again
     lines += [f"time line of the {r['servers']}-server sweep (s from its clock's start, after its imports): {r['timeline']}"
@@ -160,8 +165,8 @@ def report(runs: list[dict], gpu: str, args, control: dict | None = None) -> tup
     lines += verdicts
     doc = {"schema": "rpc-scaling-1", "gpu": gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "candidates_per_shape": args.candidates, "repeat": args.repeat, "confirm_rounds": args.confirm,
-           "same_winners": same,
-           "winners_against_one_server": {str(n): {"summary": winners.summary(rows),
+           "winner_band": band, "same_winners": same,
+           "winners_against_one_server": {str(n): {"summary": winners.summary(rows, band),
                                                    "not_the_same": [r for r in rows if r["verdict"] != "same"]}
                                           for n, rows in vs_one.items()},
            "runs": [{k: v for k, v in r.items() if k != "rows"} for r in runs],
@@ -182,6 +187,8 @@ def main(argv=None) -> int:
     p.add_argument("--logs", type=Path, default=Path("logs"))
     p.add_argument("--save", action="store_true", help="write results/<gpu>/rpc_scaling.txt and .json")
     p.add_argument("--fork", action="store_true", help="servers fork their sessions (rpc_pool --fork)")
+    p.add_argument("--band", type=float, default=winners.BAND,
+                   help=f"two picks read within this of each other are equally good (default {winners.BAND})")
     p.add_argument("--control", action="store_true",
                    help="then the one-server sweep again, and every run's winners against it too")
     p.add_argument("--cpu-test", action="store_true", help=argparse.SUPPRESS)
