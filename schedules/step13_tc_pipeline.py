@@ -119,7 +119,9 @@ TFLOP/s at 2048 / 4096, 0.54x / 0.49x cuBLAS TF32 (358.0 / 398.3; at 4096 cuBLAS
 342-398 across this day's runs, this kernel 180-195).
 
 Run: python -m steps.step13
-     python -m steps.step13 --sizes 2048 --config stages=2       # a variant measured above, again
+     python -m steps.step13 --sizes 2048 --config block_n=128,stages=2,fragment_buffers=1
+         # 2 stages on 4-warp 128 x 128 tiles, a variant measured above, again (one fragment
+         # set: fragment_buffers 2 needs 3 stages)
      python -m steps.step13 --sizes 2048 --config barriers=2     # TVM's two barriers per slice again
      python -m steps.step13 --sizes 512 --config fragment_buffers=1  # without the register double buffer
 """

@@ -1,5 +1,7 @@
 """Assertions the test modules share: every rejected input is one line of error."""
 
+import re
+
 import pytest
 
 from schedules import ConfigError
@@ -31,6 +33,15 @@ def one_line_error(err: str, prog: str, *words: str) -> str:
     for word in words:
         assert word in lines[0], f"{word!r} not in {lines[0]!r}"
     return lines[0]
+
+
+# A progress line on stderr: ``[ 3/57]   12.3 s  step 2 512x512x512: built`` (steps/commands/ladder.py).
+PROGRESS = re.compile(r"^\[\s*\d+/\d+\] ")
+
+
+def without_progress(err: str) -> str:
+    """A command's stderr less its ``[n/total]`` progress lines."""
+    return "".join(line for line in err.splitlines(keepends=True) if not PROGRESS.match(line))
 
 
 def cuda_kernels(source: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ from steps import results
 from steps.commands import cli, compare, ladder, options
 from steps.measure import harness, nvcc, references, roofline
 
-from .checks import one_line_error
+from .checks import PROGRESS, one_line_error
 
 NUMBERS = [s.number for s in schedules.STEPS]
 FIRST, LAST = NUMBERS[0], NUMBERS[-1]
@@ -164,8 +164,37 @@ def test_build_only_with_nvcc_reports_registers(capsys):
 def test_no_gpu_builds_only_with_one_note():
     proc = run("steps", "--steps", "2", "--sizes", "256")  # the real entry point, exit code and streams
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == "python -m steps: no CUDA GPU found; building only (timing needs a GPU)"
+    note, *progress = proc.stderr.strip().splitlines()
+    assert note == "python -m steps: no CUDA GPU found; building only (timing needs a GPU)"
+    assert len(progress) == 1 and PROGRESS.match(progress[0]), proc.stderr
     assert "2. register tiling" in proc.stdout and "256x256x256" in proc.stdout
+
+
+def test_build_only_shows_progress_on_stderr(monkeypatch, capsys):
+    """One [n/total] line per kernel on stderr while the ladder builds (as steps.bench prints);
+    stdout's table has none of them."""
+    monkeypatch.setattr(nvcc, "available", lambda: False)
+    assert ladder.main(["--build-only", "--steps", "2,4", "--sizes", "64", "--sizes", "128"]) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert [line.split("]")[0] + "]" for line in lines] == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"], err
+    assert [line.split("  ")[-1] for line in lines] == [
+        "step 2 64x64x64: built", "step 2 128x128x128: built", "step 4 64x64x64: built", "step 4 128x128x128: built"]
+    assert not any(PROGRESS.match(line) for line in out.splitlines())
+    assert out.startswith("ladder: 2 steps, arch sm_90, built only (no timing)\n")
+
+
+def test_build_only_progress_counts_a_failed_build(monkeypatch, capsys):
+    monkeypatch.setattr(nvcc, "available", lambda: False)
+
+    def broken(step, *args, **kwargs):
+        raise RuntimeError("no kernel today")
+
+    monkeypatch.setattr(schedules, "build", broken)
+    assert ladder.main(["--build-only", "--steps", "2", "--sizes", "64"]) == 1
+    out, err = capsys.readouterr()
+    assert PROGRESS.match(err) and err.rstrip().endswith("step 2 64x64x64: build failed: RuntimeError: no kernel today"), err
+    assert "FAILED: build failed" in out
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU path")

@@ -9,7 +9,8 @@ the same run (a range that starts above step 1 measures that first prior too); s
 prior is numpy on the host CPU. cuBLAS is timed once per size. A step that fails at one size
 is reported and the run goes on; the exit code is then 1, and ``--save`` writes nothing for
 that step. Without a GPU the ladder is built only (one note on stderr), and ``--save`` is an
-error. Bad input prints one line and exits 2.
+error. Progress goes to stderr, one ``[n/total]`` line per kernel built or measured (as
+``python -m steps.bench`` prints), the table to stdout. Bad input prints one line and exits 2.
 """
 
 from __future__ import annotations
@@ -167,13 +168,30 @@ class Built:
     error: str | None = None
 
 
-def build_all(steps, shapes, configs, arch) -> list[Built]:
+def build_all(steps, shapes, configs, arch, progress: Progress | None = None) -> list[Built]:
     """Build every step at every size; nvcc's resource reports run in parallel threads.
 
     TVM's build is fast (~0.1 s a kernel) and not thread-safe to rely on, so it stays serial;
-    nvcc (~1 s a kernel) is a subprocess, so a thread pool overlaps those."""
+    nvcc (~1 s a kernel) is a subprocess, so a thread pool overlaps those. Each kernel, once
+    built and reported, is one line on stderr (``progress``; bench's ``[n/total]``); the lines
+    all come from this thread, between builds and at the end."""
+    progress = progress or Progress(len(steps) * len(shapes))
     built: list[Built] = []
     pending = []
+
+    def done(item: Built) -> None:
+        progress.report(f"step {item.step.number} {options._size(item.size)}", item.error or "built")
+
+    def finish(item: Built, future) -> None:
+        try:
+            item.report = future.result()
+        except Exception as exc:
+            item.error = f"nvcc failed: {harness._one_line(exc)}"
+        else:
+            if item.report is not None and not item.report.ok:
+                item.error = f"nvcc failed: {options._last_line(item.report.log)}"
+        done(item)
+
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
         for step in steps:
             for size in shapes:
@@ -184,17 +202,17 @@ def build_all(steps, shapes, configs, arch) -> list[Built]:
                     source = schedules.cuda_source(lib)
                 except Exception as exc:
                     item.error = f"build failed: {harness._one_line(exc)}"
+                    done(item)
                     continue
                 if nvcc.available():
                     pending.append((item, pool.submit(nvcc.compile_report, source, step.build_arch(arch))))
+                else:
+                    done(item)
+                for entry in [e for e in pending if e[1].done()]:  # reports finished meanwhile
+                    pending.remove(entry)
+                    finish(*entry)
         for item, future in pending:
-            try:
-                item.report = future.result()
-            except Exception as exc:
-                item.error = f"nvcc failed: {harness._one_line(exc)}"
-                continue
-            if item.report is not None and not item.report.ok:
-                item.error = f"nvcc failed: {options._last_line(item.report.log)}"
+            finish(item, future)
     return built
 
 
