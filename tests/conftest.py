@@ -12,3 +12,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per core without a GPU; with one, none (the tests run in this
+    process, one after another, as the harness's timings need)."""
+    if harness.gpu_present():
+        return 0
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

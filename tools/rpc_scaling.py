@@ -162,6 +162,7 @@ def report(runs: list[dict], gpu: str, args, control: dict | None = None) -> tup
               for r in runs if r.get("timeline")]
     lines.append("server time by phase (s): " + "; ".join(
         f"{r['servers']}: " + ", ".join(f"{k[:-2]} {v:.0f}" for k, v in r["server_phases_s"].items()) for r in runs))
+    lines += winners_table(vs_one)
     lines += verdicts
     doc = {"schema": "rpc-scaling-1", "gpu": gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "candidates_per_shape": args.candidates, "repeat": args.repeat, "confirm_rounds": args.confirm,
@@ -172,6 +173,32 @@ def report(runs: list[dict], gpu: str, args, control: dict | None = None) -> tup
            "runs": [{k: v for k, v in r.items() if k != "rows"} for r in runs],
            "control": None if control is None else {k: v for k, v in control.items() if k != "rows"}}
     return "\n".join(lines), doc
+
+
+def winners_table(vs_one: dict) -> list[str]:
+    """Every shape's verdict against the one-server run, one column per comparison: "=" the
+    same config, "~g%" another config within the band (g: the wider of the two gaps), "DIFF g%"."""
+    columns = list(vs_one)
+    if not columns:
+        return []
+
+    def cell(row: dict) -> str:
+        if row["verdict"] == "same":
+            return "="
+        gap = 1 - min(row["b_pick_in_a"], row["a_pick_in_b"])
+        return f"{'~' if row['verdict'] == 'within' else 'DIFF '}{gap:.1%}"
+
+    by_shape: dict = {}
+    for column in columns:
+        for row in vs_one[column]:
+            by_shape.setdefault(row["shape"], {})[column] = cell(row)
+    heads = [f"{c} vs 1" if isinstance(c, int) else str(c) for c in columns]
+    lines = ["winners per shape (=: the same config; ~g: another config, each pick within the band in the other "
+             "run's timing, g the wider gap; DIFF g: beyond the band):",
+             f"{'shape':>16}  " + "  ".join(f"{h:>16}" for h in heads)]
+    for shape in sorted(by_shape, key=lambda s: tuple(int(x) for x in s.split("x"))):
+        lines.append(f"{shape:>16}  " + "  ".join(f"{by_shape[shape].get(c, '-'):>16}" for c in columns))
+    return lines
 
 
 def main(argv=None) -> int:

@@ -14,7 +14,7 @@ call under Nsight Compute,
 (clocks and L2 left as the harness finds them), profiles ``--calls`` calls after a warm-up,
 sums the kernels of each call (cuBLAS's split-K launches a GEMM and a reduction kernel per
 call) and takes the median per call. A ratio harness / ncu within 5% passes. ``--save`` writes
-``results/<gpu>/crosscheck.json``, which the README's Method section summarises.
+``results/<gpu>/crosscheck.json``, which docs/measured.md summarises.
 
 Needs a GPU and ``ncu`` (on PATH, or in the CUDA toolkit's usual places).
 """

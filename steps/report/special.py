@@ -2,7 +2,7 @@
 from results/<gpu>/special_values.json (steps/results/special.py holds the contract).
 
 The same markdown goes to stdout (``python -m steps.special``), to
-results/<gpu>/special_values.md and to the README's generated block.
+results/<gpu>/special_values.md and to docs/measured.md's generated block.
 """
 
 from __future__ import annotations

@@ -202,10 +202,10 @@ def _newest_first(by_gpu: dict[str, list[dict]]) -> list[str]:
 
 
 def primary_gpu(by_gpu: dict[str, list[dict]], results_dir: Path = results.RESULTS_DIR) -> str:
-    """The GPU the README shows: among those with the benchmark shape set (shapes.json: what the
-    README's shape block and the issues' bars are judged on), else among all, the one measured
-    last (its newest step file), ties by name. So the ladder table and the blocks below it show
-    one GPU."""
+    """The GPU the README shows: among those with the benchmark shape set (shapes.json: what
+    docs/measured.md's shape block and the issues' bars are judged on), else among all, the one
+    measured last (its newest step file), ties by name. So the ladder table and the blocks of
+    docs/measured.md show one GPU."""
     ranked = _newest_first(by_gpu)
     with_shapes = [slug for slug in ranked if (Path(results_dir) / slug / "shapes.json").exists()]
     return (with_shapes or ranked)[0]
@@ -213,7 +213,7 @@ def primary_gpu(by_gpu: dict[str, list[dict]], results_dir: Path = results.RESUL
 
 def _newest_with(results_dir: Path, load):
     """(slug, document) of the GPU measured last among those with a `load`-able file, else
-    (None, None): the README's cross-check and shape blocks show what was measured somewhere,
+    (None, None): docs/measured.md's cross-check and shape blocks show what was measured somewhere,
     and say which GPU, rather than nothing because the GPU measured last lacks that file."""
     for slug in _newest_first(_gpu_dirs(results_dir)):
         doc = load(Path(results_dir) / slug)
@@ -280,7 +280,7 @@ def render_shapes(results_dir: Path = results.RESULTS_DIR, base: Path | None = N
 
 
 def render_special(results_dir: Path = results.RESULTS_DIR) -> str:
-    """The README's fp32-contract block: special_values.json (python -m steps.special) of the
+    """docs/measured.md's fp32-contract block: special_values.json (python -m steps.special) of the
     GPU measured last that has one."""
     _, doc = _newest_with(results_dir, special.load)
     if doc is None:
