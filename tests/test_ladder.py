@@ -123,10 +123,13 @@ def test_sweep_rejects_sizes_over_the_int32_limit(capsys):
     one_line_error(err, "steps.sweep", "46341x46341x46341", "2^31")
 
 
-def test_with_first_prior_measures_the_step_before_a_range():
+def test_with_priors_measures_the_step_before_each_step():
     steps = ladder.parse_steps("3-5")
-    assert numbers(ladder.with_first_prior(steps)) == [2, 3, 4, 5]
-    assert numbers(ladder.with_first_prior(ladder.parse_steps("all"))) == NUMBERS
+    assert numbers(ladder.with_priors(steps)) == [2, 3, 4, 5]
+    assert numbers(ladder.with_priors(ladder.parse_steps("all"))) == NUMBERS
+    # A list: every step's prior too (a list of 11,13,... once failed with KeyError: (12, ...)).
+    assert numbers(ladder.with_priors(ladder.parse_steps("1,4,7"))) == [1, 3, 4, 6, 7]
+    assert numbers(ladder.with_priors(ladder.parse_steps("11,13,14,18,19"))) == [10, 11, 12, 13, 14, 17, 18, 19]
     assert ladder.prior_of(schedules.STEPS[0]) is None
 
 

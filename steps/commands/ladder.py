@@ -5,7 +5,7 @@
     python -m steps --build-only           # anywhere: threads, shared memory, registers per step
 
 Every step is measured once per size, and its "× prior" is the step before it measured in
-the same run (a range that starts above step 1 measures that first prior too); step 1's
+the same run (each step's prior is measured too: 1,4,7 measures 3 and 6 as well); step 1's
 prior is numpy on the host CPU. cuBLAS is timed once per size. A step that fails at one size
 is reported and the run goes on; the exit code is then 1, and ``--save`` writes nothing for
 that step. Without a GPU the ladder is built only (one note on stderr), and ``--save`` is an
@@ -117,10 +117,11 @@ def runnable_steps(steps: list, arch: str, prog: str = PROG) -> list:
     return kept
 
 
-def with_first_prior(steps: list) -> list:
-    """The steps to measure: the requested ones, and the first one's prior, so × prior is same-run."""
-    first_prior = prior_of(steps[0])
-    return ([first_prior] if first_prior is not None else []) + list(steps)
+def with_priors(steps: list) -> list:
+    """The steps to measure: the requested ones and each one's prior, in the registry's order, so
+    every × prior is same-run (a range adds its first step's prior; 1,4,7 adds 3 and 6)."""
+    wanted = {s.number for s in steps} | {prior_of(s).number for s in steps if prior_of(s) is not None}
+    return [s for s in schedules.STEPS if s.number in wanted]
 
 
 @quiet_broken_pipe
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = runnable_steps(steps, arch)
         if args.save and args.compare is not None:
             raise options.UsageError("--compare does not save; run --save on its own")
-        measured_steps = steps if args.build_only else with_first_prior(steps)
+        measured_steps = steps if args.build_only else with_priors(steps)
         configs = {(s.number, size): cli._checked_config(s, *size) for s in measured_steps for size in shapes}
         if args.build_only:
             return build_only(steps, shapes, configs, arch)
@@ -282,14 +283,14 @@ def _outcome(m: harness.Measurement) -> str:
 
 def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None = None,
                    refs=None, gpu_name: str | None = None):
-    """Time the references, then each step (and the first step's prior) once per size.
+    """Time the references, then each step (and each one's prior) once per size.
 
     Returns (rows, measured_refs): rows maps (step number, size) to a cli.Row whose prior is
     the step before it measured here (numpy for the first step) and whose % cuBLAS is against
     the cuBLAS fp32 row of this run; measured_refs maps (reference key, size) to a Measurement
     (steps/measure/references.py; a reference that cannot run at a size has no entry, said once)."""
     refs = list(references.ALL) if refs is None else list(refs)
-    measured_steps = with_first_prior(steps)
+    measured_steps = with_priors(steps)
     needs_numpy = prior_of(steps[0]) is None  # the first step's prior is numpy on the CPU
     runnable = []
     for ref in refs:
