@@ -303,7 +303,7 @@ def shapes_summary(doc: dict, gpu_dir: Path | None = None, relative_to: Path | N
     if Path(shape_set["path"]).is_absolute():
         source = "the set"
     else:
-        link = shape_set["path"] if relative_to is not None else _rel(README.parent / shape_set["path"], base)
+        link = _rel(README.parent / shape_set["path"], relative_to if relative_to is not None else base)
         source = f"[`{shape_set['path']}`]({link})"
     head = (f"**{env['gpu']}**, measured {env['date'][:10]} (`python -m steps.bench`): "
             f"{'the' if shape_set.get('complete') else 'part of the'} {count} shapes of {source} in "
@@ -350,12 +350,12 @@ def shapes_summary(doc: dict, gpu_dir: Path | None = None, relative_to: Path | N
 
 def _rel(path: Path, base: Path | None = None) -> str:
     """`path` relative to `base` (the README's folder by default), for a link in a document
-    there; a path outside the repository (tests' results folders) stays as it is."""
+    there; where either is outside the repository (tests' results folders), `path` as it is."""
     root = README.parent.resolve()
-    path = Path(path).resolve()
-    if not path.is_relative_to(root):
+    path, base = Path(path).resolve(), Path(base or root).resolve()
+    if not (path.is_relative_to(root) and base.is_relative_to(root)):
         return path.as_posix()
-    return Path(os.path.relpath(path, Path(base or root).resolve())).as_posix()
+    return Path(os.path.relpath(path, base)).as_posix()
 
 
 PLOT_ALT = {
