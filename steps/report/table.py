@@ -222,9 +222,9 @@ def _newest_with(results_dir: Path, load):
     return None, None
 
 
-def render_one(results_dir: Path, slug: str, docs: list[dict]) -> str:
+def render_one(results_dir: Path, slug: str, docs: list[dict], base: Path | None = None) -> str:
     gpu_dir = Path(results_dir) / slug
-    return render_gpu(docs, references.load(gpu_dir), gpu_dir)
+    return render_gpu(docs, references.load(gpu_dir), gpu_dir, base)
 
 
 def render(results_dir: Path = results.RESULTS_DIR, base: Path | None = None) -> str:
@@ -234,8 +234,7 @@ def render(results_dir: Path = results.RESULTS_DIR, base: Path | None = None) ->
     if not by_gpu:
         return "_No results committed yet: run `python -m steps --save` on a GPU._"
     main_slug = primary_gpu(by_gpu, results_dir)
-    gpu_dir = Path(results_dir) / main_slug
-    text = render_gpu(by_gpu[main_slug], references.load(gpu_dir), gpu_dir, base)
+    text = render_one(results_dir, main_slug, by_gpu[main_slug], base)
     others = [s for s in sorted(by_gpu) if s != main_slug]
     if others:
         links = ", ".join(f"[{by_gpu[s][-1]['environment']['gpu']}]({_rel(Path(results_dir) / s / 'README.md', base)}) "
