@@ -517,3 +517,25 @@ def test_gpu_needed_is_the_only_exit_2_that_passes():
     assert verdict("python -m steps.step13", Outcome(2, "", "python -m steps.step13: error: 2048x2048x2048: "
                                                             "fragment_buffers 2 needs stages >= 3, got stages 2\n"))
     assert verdict("python -m steps", Outcome(0, "table\n", "[1/1]    0.1 s  step 1 64x64x64: built\n")) is None
+
+
+def broken_links(paths: list[Path]) -> list[str]:
+    """Every relative markdown link ``[text](target)`` in `paths` whose target does not exist."""
+    bad = []
+    for path in paths:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for match in re.finditer(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", line):
+                target = match[1]
+                if not re.match(r"[a-z]+:", target) and not (path.parent / target).exists():
+                    bad.append(f"{_rel(path)}:{number}: {target}")
+    return bad
+
+
+def test_every_relative_link_in_the_docs_resolves(tmp_path):
+    """A newcomer follows the README's and docs' links: each one leads to a file that exists
+    (the results pages too); a planted broken link is found."""
+    pages = documents() + sorted((ROOT / "results").glob("*/README.md"))
+    assert not broken_links(pages), "\n".join(broken_links(pages))
+    planted = tmp_path / "page.md"
+    planted.write_text("[ok](page.md) and [gone](no/such/file.md) and [web](https://example.com)\n")
+    assert broken_links([planted]) == [f"{planted}:1: no/such/file.md"]
