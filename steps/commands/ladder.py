@@ -120,7 +120,7 @@ def runnable_steps(steps: list, arch: str, prog: str = PROG) -> list:
 def with_priors(steps: list) -> list:
     """The steps to measure: the requested ones and each one's prior, in the registry's order, so
     every × prior is same-run (a range adds its first step's prior; 1,4,7 adds 3 and 6)."""
-    wanted = {s.number for s in steps} | {prior_of(s).number for s in steps if prior_of(s) is not None}
+    wanted = {s.number for s in steps} | {p.number for p in map(prior_of, steps) if p is not None}
     return [s for s in schedules.STEPS if s.number in wanted]
 
 

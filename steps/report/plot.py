@@ -531,9 +531,9 @@ def main(argv=None) -> int:
             if not folders:
                 raise _UsageError(f"no results under {args.results_dir}: run python -m steps --save on a GPU")
             if not args.all:  # the README's GPU: the plots it links
-                from .table import _gpu_dirs, primary_gpu
+                from .table import readme_gpu_dir
 
-                folders = [Path(args.results_dir) / primary_gpu(_gpu_dirs(args.results_dir), args.results_dir)]
+                folders = [readme_gpu_dir(args.results_dir)]
         for folder in folders:
             for line in render_gpu_dir(folder):
                 print(line)

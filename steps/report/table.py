@@ -211,6 +211,12 @@ def primary_gpu(by_gpu: dict[str, list[dict]], results_dir: Path = results.RESUL
     return (with_shapes or ranked)[0]
 
 
+def readme_gpu_dir(results_dir: Path = results.RESULTS_DIR) -> Path | None:
+    """The folder of the GPU the README shows (primary_gpu), or None where no GPU has results."""
+    by_gpu = _gpu_dirs(results_dir)
+    return Path(results_dir) / primary_gpu(by_gpu, results_dir) if by_gpu else None
+
+
 def _newest_with(results_dir: Path, load):
     """(slug, document) of the GPU measured last among those with a `load`-able file, else
     (None, None): docs/measured.md's cross-check and shape blocks show what was measured somewhere,
