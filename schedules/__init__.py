@@ -23,7 +23,7 @@ from tvm import s_tir
 from tvm.target import Target
 
 from . import dispatch
-from .config import ConfigError, check_sizes
+from .config import DTYPES, ConfigError, check_dtype, check_sizes
 from .dispatch import Choice
 from .lowering import fp32_fallback, long_k, nvrtc, one_barrier, pipelines
 from .matmul import matmul, matmul_epilogue
@@ -63,14 +63,34 @@ class Step:
     tensor_cores: bool = False
     # The arch the step's kernels need (sm_90a for the Hopper rungs), or None: any in VALID_ARCHS.
     arch: str | None = None
+    # The input dtypes the step builds for (config.DTYPES' names): fp32 for every step; fp16 and
+    # bf16 where the rung's idea has a 16-bit form (the module's DTYPES).
+    dtypes: tuple = ("fp32",)
 
     @property
     def doc(self) -> str:
         return self.module.__doc__ or ""
 
-    def default_config(self, M: int, N: int, K: int):
-        """The step's tuned configuration for this problem size."""
-        return self._default_config(M, N, K)
+    def default_config(self, M: int, N: int, K: int, dtype: str = "fp32"):
+        """The step's tuned configuration for this problem size (and input dtype)."""
+        if dtype == "fp32":
+            return self._default_config(M, N, K)
+        self.check_dtype(dtype)
+        return self._default_config(M, N, K, dtype)
+
+    def check_dtype(self, dtype: str) -> str:
+        """`dtype` if the step builds for it; else ConfigError, one line, naming the steps that do."""
+        check_dtype(dtype)
+        if dtype not in self.dtypes:
+            having = [s.number for s in STEPS if dtype in s.dtypes]
+            raise ConfigError(f"step {self.number} has no {dtype} form; steps with one: "
+                              f"{', '.join(map(str, having)) or 'none'}")
+        return dtype
+
+    def precision_of(self, dtype: str = "fp32") -> str:
+        """What the step computes for `dtype` inputs: its own precision for fp32 inputs (fp32 or
+        tf32), the dtype itself (fp16, bf16) for 16-bit inputs."""
+        return self.precision if dtype == "fp32" else self.check_dtype(dtype)
 
     def runs_on(self, arch: str) -> bool:
         """Whether the step can be built for (and run on) `arch`."""
@@ -110,17 +130,24 @@ class Step:
         padding.inline_padding(sch, pads, tiles.block, tiles.thread_j)
         return tiles
 
-    def schedule(self, M: int, N: int, K: int, config=None, epilogue=None, fused: bool = True) -> s_tir.Schedule:
+    def schedule(self, M: int, N: int, K: int, config=None, epilogue=None, fused: bool = True,
+                 dtype: str = "fp32") -> s_tir.Schedule:
         """Schedule the base matmul for M x N x K; raises ConfigError before touching IR.
+
+        `dtype`: the inputs' dtype (fp32, or fp16 / bf16 where the step has a 16-bit form: fp32
+        accumulation, C stored in the input dtype).
 
         `epilogue` (an epilogue.Epilogue): the kernel computes D = act(alpha * A @ B + bias +
         beta * C_in) instead, folded into the step's store (schedules/transforms/epilogue.py), or with
         `fused` False as a kernel of its own after the product (what fusing is measured against)."""
         check_sizes(M, N, K)
+        self.check_dtype(dtype)
+        if epilogue is not None and dtype != "fp32":
+            raise ConfigError("a fused epilogue is written for fp32 inputs only")
         if epilogue is not None and not self.schedules_a_block:
             raise ConfigError(f"step {self.number} has no fused epilogue: it is written for steps that schedule "
                               "the base matmul (1-13)")
-        cfg = self.default_config(M, N, K) if config is None else config
+        cfg = self.default_config(M, N, K, dtype) if config is None else config
         # Exact type: later steps' configs subclass earlier ones but mean more (e.g. thread_m).
         if type(cfg) is not self.Config:
             raise ConfigError(f"step {self.number} takes a {self.Config.__name__}, got {type(cfg).__name__}")
@@ -130,7 +157,7 @@ class Step:
             # The Hopper rungs: a GEMM kernel written as sblocks (schedules/transforms/wgmma.py says why),
             # after the copies its operands need (B transposed, rows padded for TMA), which are
             # plain blocks scheduled here.
-            sch = s_tir.Schedule(kernel(M, N, K, cfg))
+            sch = s_tir.Schedule(kernel(M, N, K, cfg) if dtype == "fp32" else kernel(M, N, K, cfg, dtype))
             wgmma.schedule_copies(sch)
             return sch
         # Any shape (schedules/transforms/padding.py): narrow `vector` where N or K breaks its alignment,
@@ -142,7 +169,8 @@ class Step:
         cfg = padding.effective_config(cfg, M, N, K)
         computation = getattr(self.module, "computation", None)
         if computation is None:
-            sch = s_tir.Schedule(matmul(M, N, K) if epilogue is None else matmul_epilogue(M, N, K, epilogue))
+            sch = s_tir.Schedule(matmul(M, N, K, DTYPES[dtype]) if epilogue is None
+                                 else matmul_epilogue(M, N, K, epilogue))
             block = sch.get_sblock("C")
             pads = padding.pad_to_tiles(sch, block, cfg, M, N, K)
         else:
@@ -163,7 +191,8 @@ class Step:
 def _step(module: ModuleType) -> Step:
     return Step(module.NUMBER, module.NAME, module.IDEA, module.Config, dict(module.PASS_CONFIG),
                 module, module.default_config, getattr(module, "PRECISION", "fp32"),
-                getattr(module, "TENSOR_CORES", False), getattr(module, "ARCH", None))
+                getattr(module, "TENSOR_CORES", False), getattr(module, "ARCH", None),
+                tuple(getattr(module, "DTYPES", ("fp32",))))
 
 
 # The rungs in order, one module each (schedules/stepN_*.py).
@@ -224,16 +253,18 @@ def device_passes(step: Step, cfg, K: int) -> list:
 
 
 def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=None, epilogue=None,
-          fused: bool = True):
+          fused: bool = True, dtype: str = "fp32"):
     """Compile a step for one size; the result's ``main(A, B, C)`` computes C = A @ B (with an
-    `epilogue`, ``main(A, B, [bias], [C_in], D)``: see Step.schedule)."""
+    `epilogue`, ``main(A, B, [bias], [C_in], D)``: see Step.schedule). `dtype`: the inputs'
+    (fp32, fp16, bf16); 16-bit inputs give C in that dtype, accumulated in fp32."""
     s = get_step(step)
     target(arch)  # an unknown arch: one line, before anything else
     tgt = target(s.build_arch(arch))
-    cfg = s.default_config(M, N, K) if config is None else config
+    s.check_dtype(dtype)
+    cfg = s.default_config(M, N, K, dtype) if config is None else config
     # Schedule first: it rejects a config of the wrong class (a dict, another step's) with
     # its one-line ConfigError; then the per-arch shared-memory limit, before compiling.
-    sch = s.schedule(M, N, K, cfg, epilogue, fused)
+    sch = s.schedule(M, N, K, cfg, epilogue, fused, dtype)
     cfg.check_shared_memory(s.build_arch(arch))
     pipeline = pipelines.with_device_passes(*device_passes(s, cfg, K))
     with tvm.transform.PassContext(opt_level=3, config=s.pass_config):

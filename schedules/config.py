@@ -24,6 +24,19 @@ class ConfigError(ValueError):
     """A size or tile configuration that cannot be built; the message is one line."""
 
 
+# The input dtypes of the ladder, by the names users type (--dtype), and TVM's names for them.
+# 16-bit inputs are multiplied with fp32 accumulation and C is stored in the input dtype (what
+# cuBLAS and torch.mm give for 16-bit inputs).
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def check_dtype(dtype: str) -> str:
+    """`dtype` (fp32, fp16 or bf16), or ConfigError in one line."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return dtype
+
+
 # TVM indexes a buffer with int32: a matrix of 2^31 elements or more overflows its index
 # (TVM stops with "Literal value ... exceeds range of int32", or, where no such literal is
 # formed, the kernel would compute wrong addresses), so each of A, B and C must stay below.

@@ -10,8 +10,13 @@ as before and ``epilogue.fuse`` folds that block into its store.
 from tvm.script import tirx as T
 
 
-def matmul(M: int, N: int, K: int):
-    """The unscheduled matmul for one problem size; the compute block is named ``C``."""
+def matmul(M: int, N: int, K: int, dtype: str = "float32"):
+    """The unscheduled matmul for one problem size; the compute block is named ``C``.
+
+    `dtype` float16 or bfloat16: A and B in that dtype, the products summed in fp32 in block
+    ``C`` (an intermediate ``C_acc``), and block ``C_store`` rounds the sum to the dtype."""
+    if dtype != "float32":
+        return _matmul_16bit(M, N, K, dtype)
 
     @T.prim_func(s_tir=True)
     def main(
@@ -26,6 +31,25 @@ def matmul(M: int, N: int, K: int):
                 with T.init():
                     C[vi, vj] = T.float32(0)
                 C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    return main
+
+
+def _matmul_16bit(M: int, N: int, K: int, dtype: str):
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C: T.Buffer((M, N), dtype)):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        C_acc = T.alloc_buffer((M, N), "float32")
+        for i, j, k in T.grid(M, N, K):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C_acc[vi, vj] = T.float32(0)
+                C_acc[vi, vj] = C_acc[vi, vj] + T.Cast("float32", A[vi, vk]) * T.Cast("float32", B[vk, vj])
+        for i, j in T.grid(M, N):
+            with T.sblock("C_store"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = T.Cast(dtype, C_acc[vi, vj])
 
     return main
 
