@@ -19,8 +19,9 @@ shared memory, both sides coalesced), 13 us of the 2048^3 total; step 18 removes
 
 Why this is written, not scheduled: wgmma's accumulator is spread over 128 threads (no
 TensorIR scope holds it: "warp" scope is one warp), TMA needs a host-side tensor map, and the
-mbarrier phases are control flow over time. schedules/transforms/wgmma.py says more; the kernel is one
-sblock of ``T.ptx`` calls, and each later rung is one switch in it.
+mbarrier phases are control flow over time. schedules/transforms/wgmma.py says more and holds the
+pieces every Hopper rung shares (a stage's TMA loads, its wgmma, the store); this rung's own
+piece is ``one_buffer`` below, the kernel that loads a slice, waits, and multiplies it.
 
 Reduced precision, said so: the tensor cores read TF32 (a 10-bit mantissa; they truncate the
 fp32 operands), compared with float64 against ``TF32_TOLERANCE`` (5e-3; 6.9e-4 measured, as
@@ -45,8 +46,11 @@ Run: python -m steps.step15   (builds for sm_90a; --build-only works without a G
 
 from __future__ import annotations
 
-from .transforms import wgmma
+from tvm.script import tirx as T
+
 from .config import WgmmaConfig
+from .transforms import wgmma
+from .transforms.wgmma import WARPGROUP, Plan
 
 NUMBER = 15
 TENSOR_CORES = True
@@ -56,6 +60,8 @@ PRECISION = "tf32"
 ARCH = "sm_90a"
 Config = WgmmaConfig
 PASS_CONFIG: dict = {}
+# The rung's own code, below (python -m steps.step15 --explain prints it).
+PIECES = ("one_buffer",)
 EXPECTED_REGRESSION = {
     512: "16 blocks of 128 x 128 for 132 SMs, each waiting on every slice's TMA, plus the copy kernel "
          "for B: step 14's 32 x 64 tiles fill the GPU at 512",
@@ -66,5 +72,47 @@ def default_config(M: int, N: int, K: int) -> WgmmaConfig:
     return WgmmaConfig()
 
 
+def one_buffer(p: Plan, load, multiply, store):
+    """The rung's kernel: one shared buffer; per k slice thread 0 starts its TMA, every
+    warpgroup waits for it, multiplies, waits for its wgmma, and the block meets before the
+    next slice overwrites the buffer."""
+
+    @T.macro
+    def kernel(A_op, B_op, C, A_map, B_map):
+        for bid in T.thread_binding(p.tm * p.tn, thread="blockIdx.x"):
+            for tid in T.thread_binding(p.threads, thread="threadIdx.x"):
+                with T.sblock("C"):
+                    T.reads(A_op[0:p.M, 0:p.Ka], B_op[0:p.B_shape[0], 0:p.B_shape[1]])
+                    T.writes(C[0:p.M, 0:p.N])
+                    smem = T.sblock_alloc_buffer((p.smem_fl,), p.dtype, scope="shared.dyn", align=1024)
+                    acc = T.sblock_alloc_buffer((p.acc_n,), "float32", scope="local")
+                    frag = T.sblock_alloc_buffer((p.frag_regs,), "uint32", scope="local")
+                    descA = T.sblock_alloc_buffer((1,), "uint64", scope="local")
+                    descB = T.sblock_alloc_buffer((1,), "uint64", scope="local")
+                    m0 = T.meta_var(p.tile_m0(bid))
+                    n0 = T.meta_var(p.tile_n0(bid))
+                    wg = T.meta_var((tid - p.first) // WARPGROUP)
+                    warp = T.meta_var(tid % WARPGROUP // 32)
+                    lane = T.meta_var(tid % 32)
+                    wgmma.init_barriers(p)(smem, tid)
+                    for i in T.unroll(p.acc_n):
+                        acc[i] = T.float32(0)
+                        T.cuda.wgmma.noop_barrier(acc[i])
+                    for kt in T.serial(p.KT):
+                        if tid == 0:
+                            load(smem, A_map, B_map, kt, 0, m0, n0)
+                        T.cuda.mbarrier_wait(T.address_of(smem[p.full_bar(0)]), kt & 1)
+                        multiply(smem, acc, frag, descA, descB, 0, 0, wg, warp, lane)
+                        T.ptx.wgmma.wait_group.sync.aligned(0)
+                        # Nobody reads the buffer any more: thread 0 may load the next slice.
+                        T.tvm_storage_sync("shared")
+                    for i in T.unroll(p.acc_n):
+                        T.cuda.wgmma.noop_barrier(acc[i])
+                    store(C, acc, m0, n0, wg, warp, lane)
+
+    return kernel
+
+
 def kernel(M: int, N: int, K: int, cfg: WgmmaConfig):
-    return wgmma.computation(M, N, K, cfg)
+    p = wgmma.plan(M, N, K, cfg)
+    return wgmma.prim_func(p, one_buffer(p, wgmma.load_stage(p), wgmma.multiply_stage(p), wgmma.store(p)))

@@ -21,13 +21,20 @@ the transposed copy of B is 13% of the time at 2048. The committed run (2026-11-
 19.1 (host-bound at 512: 14 us kernels) / 102.1 / 209.0 / 254.1 TFLOP/s at 512 / 1024 / 2048 /
 4096, 1.26x / 1.27x step 15 at 2048 / 4096.
 
+The rung's own pieces, below: ``warp_specialized`` (the kernel: roles, registers, the ring's
+barriers), ``produce`` (the producer thread's loop) and ``consume`` (a consumer's loop); a stage's
+loads and wgmma are step 15's (schedules/transforms/wgmma.py). Steps 17-19 reuse this kernel.
+
 Run: python -m steps.step16
 """
 
 from __future__ import annotations
 
-from .transforms import wgmma
+from tvm.script import tirx as T
+
 from .config import WgmmaPipelineConfig
+from .transforms import wgmma
+from .transforms.wgmma import CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, Plan, _ceil
 
 NUMBER = 16
 TENSOR_CORES = True
@@ -37,11 +44,105 @@ PRECISION = "tf32"
 ARCH = "sm_90a"
 Config = WgmmaPipelineConfig
 PASS_CONFIG: dict = {}
+PIECES = ("warp_specialized", "produce", "consume")
 
 
 def default_config(M: int, N: int, K: int) -> WgmmaPipelineConfig:
     return WgmmaPipelineConfig()
 
 
+def produce(plan: Plan, load):
+    """A macro: the producer thread keeps the ring full, waiting for each stage's "empty"
+    barrier (from its second use on) before starting its loads."""
+    stages = plan.stages
+
+    @T.macro
+    def producer(smem, A_map, B_map, m0, n0):
+        for kt in T.serial(plan.KT):
+            if kt >= stages:
+                T.cuda.mbarrier_wait(T.address_of(smem[plan.empty_bar(kt % stages)]),
+                                     ((kt // stages) & 1) ^ 1)
+            load(smem, A_map, B_map, kt, kt % stages, m0, n0)
+
+    return producer
+
+
+def consume(plan: Plan, multiply, store):
+    """A macro: a consumer warpgroup waits for each full stage, issues its wgmma, and once the
+    previous slice's group is done (wait_group 1) hands that stage back; then stores."""
+    stages, KT, acc_n = plan.stages, plan.KT, plan.acc_n
+
+    @T.macro
+    def consumer(smem, acc, frag, total, flag, fallback, descA, descB, A_op, B_op, C, m0, n0, wg, warp, lane):
+        for i in T.unroll(acc_n):
+            acc[i] = T.float32(0)
+            T.cuda.wgmma.noop_barrier(acc[i])
+        # Two k slices per trip, so each slice's B^T fragments (register A, step 18) have
+        # their own registers while the previous slice's wgmma run.
+        for kt2 in T.serial(_ceil(KT, 2)):
+            for p in T.unroll(2):
+                if kt2 * 2 + p < KT:
+                    T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((kt2 * 2 + p) % stages)]),
+                                         ((kt2 * 2 + p) // stages) & 1)
+                    multiply(smem, acc, frag, descA, descB, (kt2 * 2 + p) % stages, p, wg, warp, lane)
+                    # The previous slice's wgmma are done: its stage is free.
+                    T.ptx.wgmma.wait_group.sync.aligned(1)
+                    if kt2 * 2 + p > 0:
+                        T.ptx.mbarrier.arrive.shared.b64(
+                            T.address_of(smem[plan.empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+        T.ptx.wgmma.wait_group.sync.aligned(0)
+        for i in T.unroll(acc_n):
+            T.cuda.wgmma.noop_barrier(acc[i])
+        store(C, acc, m0, n0, wg, warp, lane)
+
+    return consumer
+
+
+def warp_specialized(plan: Plan, producer, consumer, helpers=None):
+    """The rung's kernel: warpgroup 0 produces (thread 0 runs `producer`; with `helpers`, step
+    19's, warps 1-3 run them), the others consume, with setmaxnreg moving registers from the
+    producer (PRODUCER_REGS a thread) to the consumers (CONSUMER_REGS)."""
+
+    @T.macro
+    def kernel(A_op, B_op, C, A_map, B_map):
+        for bid in T.thread_binding(plan.tm * plan.tn, thread="blockIdx.x"):
+            for tid in T.thread_binding(plan.threads, thread="threadIdx.x"):
+                with T.sblock("C"):
+                    T.reads(A_op[0:plan.M, 0:plan.Ka], B_op[0:plan.B_shape[0], 0:plan.B_shape[1]])
+                    T.writes(C[0:plan.M, 0:plan.N])
+                    # The registers of every Hopper rung (one a rung does not use is never
+                    # allocated): the accumulator, B^T's fragments (register A), the fp32 total,
+                    # fallback flag and value and the split's loads (3xTF32), the descriptors.
+                    smem = T.sblock_alloc_buffer((plan.smem_fl,), plan.dtype, scope="shared.dyn", align=1024)
+                    acc = T.sblock_alloc_buffer((plan.acc_n,), "float32", scope="local")
+                    frag = T.sblock_alloc_buffer((plan.frag_regs,), "uint32", scope="local")
+                    total = T.sblock_alloc_buffer((plan.acc_n,), "float32", scope="local")
+                    flag = T.sblock_alloc_buffer((1,), "int32", scope="local")
+                    fallback = T.sblock_alloc_buffer((1,), "float32", scope="local")
+                    stash = T.sblock_alloc_buffer((plan.stash_regs,), "float32", scope="local")
+                    descA = T.sblock_alloc_buffer((1,), "uint64", scope="local")
+                    descB = T.sblock_alloc_buffer((1,), "uint64", scope="local")
+                    m0 = T.meta_var(plan.tile_m0(bid))
+                    n0 = T.meta_var(plan.tile_n0(bid))
+                    wg = T.meta_var((tid - plan.first) // WARPGROUP)
+                    warp = T.meta_var(tid % WARPGROUP // 32)
+                    lane = T.meta_var(tid % 32)
+                    wgmma.init_barriers(plan)(smem, tid)
+                    if tid < WARPGROUP:
+                        T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
+                        if tid == 0:
+                            producer(smem, A_map, B_map, m0, n0)
+                        elif helpers is not None and tid >= 32:
+                            helpers(smem, stash, tid - 32)
+                    else:
+                        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+                        consumer(smem, acc, frag, total, flag, fallback, descA, descB, A_op, B_op, C,
+                                 m0, n0, wg, warp, lane)
+
+    return kernel
+
+
 def kernel(M: int, N: int, K: int, cfg: WgmmaPipelineConfig):
-    return wgmma.computation(M, N, K, cfg)
+    p = wgmma.plan(M, N, K, cfg)
+    return wgmma.prim_func(p, warp_specialized(p, produce(p, wgmma.load_stage(p)),
+                                               consume(p, wgmma.multiply_stage(p), wgmma.store(p))))

@@ -48,13 +48,21 @@ keeps this config's tile and depth: 256 x 128 at 323 / 353 TFLOP/s against 284 /
 raster differs by size (4 at 2048: 329; 1 at 4096: 385) by margins the single timings of a sweep
 do not settle (the previous session's alternating rounds: raster 1 and 8 within 1%).
 
+The rung's own pieces, below: ``load_b_boxes`` (B's tile as TMA boxes of its rows),
+``multiply_register_a`` (the fragments and the register-A wgmma) and ``store_transposed``,
+assembled with step 16's producer, consumer and kernel.
+
 Run: python -m steps.step18
 """
 
 from __future__ import annotations
 
-from .transforms import wgmma
+from tvm.script import tirx as T
+
 from .config import WgmmaRegisterAConfig
+from .step16_warp_specialized import consume, produce, warp_specialized
+from .transforms import wgmma
+from .transforms.wgmma import DESC_LBO, DESC_SBO, SWIZZLE_128B, TMA_LOAD, WG_M, Plan
 
 NUMBER = 18
 TENSOR_CORES = True
@@ -64,11 +72,92 @@ PRECISION = "tf32"
 ARCH = "sm_90a"
 Config = WgmmaRegisterAConfig
 PASS_CONFIG: dict = {}
+PIECES = ("load_b_boxes", "multiply_register_a", "store_transposed")
 
 
 def default_config(M: int, N: int, K: int) -> WgmmaRegisterAConfig:
     return WgmmaRegisterAConfig()
 
 
+def frag_offset(plan: Plan, s, kk, r, wg, warp, lane):
+    """Where B^T's fragment register r of k-step kk lives in stage s (register A).
+    wgmma's TF32 A fragment, per warp: rows 16*warp + lane/4 (+8 for r odd), columns
+    lane%4 (+4 for r >= 2); here a row is an n of B and a column a k. The tile is
+    block_n / 32 TMA boxes of 32 k rows x 32 n, each row 128 B, swizzled: the 16-byte unit
+    u of row k sits at u ^ (k % 8)."""
+    BK, WG_K = plan.BK, plan.wg_k
+    n = wg * WG_M + warp * 16 + lane // 4 + 8 * (r % 2)
+    k = kk * WG_K + lane % 4 + 4 * (r // 2)
+    nn = n % 32
+    return s * plan.stage_fl + plan.A_fl + (n // 32) * (BK * 32) + k * 32 + (((nn // 4) ^ (k % 8)) * 4) + nn % 4
+
+
+def c_row(m0, i, c, lane):
+    """The row of C (a column of C^T) that accumulator register 4i + 2h + c of this thread
+    holds: column 8i + 2 (lane % 4) + c of the warpgroup's 64 x n tile."""
+    return m0 + i * 8 + (lane % 4) * 2 + c
+
+
+def c_col(n0, h, wg, warp, lane):
+    """The column of C (a row of C^T) of accumulator register 4i + 2h + c: row
+    16 warp + lane / 4 + 8h of the warpgroup's 64 x n tile."""
+    return n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h
+
+
+def load_b_boxes(plan: Plan):
+    """A macro: a stage's loads. A's tile as step 15's; B's tile as it is stored, N-major, in
+    block_n / box_n boxes of BK k rows x box_n n (one 128-byte swizzle row each)."""
+    BK, A_fl, stage_fl, BN, box = plan.BK, plan.A_fl, plan.stage_fl, plan.BN, plan.box_n
+
+    @T.macro
+    def load(smem, A_map, B_map, kt, s, m0, n0):
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(T.address_of(smem[plan.full_bar(s)]), T.uint32(plan.tx_bytes))
+        T.ptx[TMA_LOAD](T.address_of(smem[s * stage_fl]), T.address_of(A_map), kt * BK, m0,
+                        T.address_of(smem[plan.full_bar(s)]))
+        for c in T.unroll(BN // box):
+            T.ptx[TMA_LOAD](T.address_of(smem[s * stage_fl + A_fl + c * BK * box]), T.address_of(B_map),
+                            n0 + c * box, kt * BK, T.address_of(smem[plan.full_bar(s)]))
+
+    return load
+
+
+def multiply_register_a(plan: Plan):
+    """A macro (TF32): the slice's B^T fragments loaded into registers (frag, slice parity p),
+    then wgmma with B^T from registers and A's K-major tile as the shared operand."""
+    BK, WG_K, stage_fl, acc_n, mma = plan.BK, plan.wg_k, plan.stage_fl, plan.acc_n, plan.mma
+
+    @T.macro
+    def multiply(smem, acc, frag, descA, descB, s, p, wg, warp, lane):
+        for kk in T.unroll(BK // WG_K):
+            for r in T.unroll(4):
+                frag[p * 16 + kk * 4 + r] = T.reinterpret("uint32", smem[frag_offset(plan, s, kk, r, wg, warp, lane)])
+        T.ptx.wgmma.fence.sync.aligned()
+        for kk in T.unroll(BK // WG_K):
+            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB[0]), T.address_of(smem[s * stage_fl + kk * WG_K]),
+                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
+            T.ptx[mma](*[acc[i] for i in range(acc_n)], frag[p * 16 + kk * 4], frag[p * 16 + kk * 4 + 1],
+                       frag[p * 16 + kk * 4 + 2], frag[p * 16 + kk * 4 + 3], descB[0], T.ptx.pred(True), 1, 1)
+        T.ptx.wgmma.commit_group.sync.aligned()
+
+    return multiply
+
+
+def store_transposed(plan: Plan):
+    """A macro: the accumulator holds C^T; each register goes to its place in C, edges masked."""
+    M, N, acc_n = plan.M, plan.N, plan.acc_n
+
+    @T.macro
+    def write(C, acc, m0, n0, wg, warp, lane):
+        for i in T.unroll(acc_n // 4):
+            for h in T.unroll(2):
+                for c in T.unroll(2):
+                    if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
+                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = wgmma.rounded(plan, acc[i * 4 + 2 * h + c])
+
+    return write
+
+
 def kernel(M: int, N: int, K: int, cfg: WgmmaRegisterAConfig):
-    return wgmma.computation(M, N, K, cfg)
+    p = wgmma.plan(M, N, K, cfg)
+    return wgmma.prim_func(p, warp_specialized(p, produce(p, load_b_boxes(p)),
+                                               consume(p, multiply_register_a(p), store_transposed(p))))

@@ -115,13 +115,25 @@ shape's last wave may leave SMs idle (1536^3: 144 tiles on 132 SMs). A stagger o
 together) was tried: the branch on the warpgroup inside the loop made ptxas serialize every
 wgmma (warning C7518), in two copies of the loop as well.
 
+The rung's own pieces, below: ``split_a_tile`` (the producer's helper warps), ``multiply_split``
+(three wgmma per k step), ``consume_split`` (the chunks and their promotion), ``flush_partial``
+and ``store_split`` (the total to C, with the fp32 fallback); the loads are step 18's and the
+kernel step 16's.
+
 Run: python -m steps.step19
 """
 
 from __future__ import annotations
 
-from .transforms import wgmma
+from tvm.script import tirx as T
+
 from .config import Wgmma3xTF32Config
+from .lowering import fp32_fallback
+from .step16_warp_specialized import produce, warp_specialized
+from .step18_register_a import c_col, c_row, frag_offset, load_b_boxes
+from .transforms import wgmma
+from .transforms.wgmma import (DESC_LBO, DESC_SBO, FLUSH_CHUNKS, SPLIT_BATCH, SPLITTERS, SWIZZLE_128B, TF32_MASK,
+                               Plan, _ceil)
 
 NUMBER = 19
 TENSOR_CORES = True
@@ -132,6 +144,7 @@ PRECISION = "fp32"
 ARCH = "sm_90a"
 Config = Wgmma3xTF32Config
 PASS_CONFIG: dict = {}
+PIECES = ("split_a_tile", "multiply_split", "consume_split", "store_split")
 # Three products where step 18 issues one: slower than its TF32 prior by design, for fp32 accuracy.
 EXPECTED_REGRESSION = dict.fromkeys(
     (512, 1024, 2048, 4096),
@@ -156,5 +169,208 @@ def default_config(M: int, N: int, K: int) -> Wgmma3xTF32Config:
     return cfg
 
 
+def flushes(plan: Plan) -> bool:
+    """Whether the total goes into C every FLUSH_CHUNKS chunks (a long K)."""
+    return plan.KT > 2 * plan.cfg.promote * FLUSH_CHUNKS
+
+
+def split_a_tile(plan: Plan):
+    """A macro: the producer's warps 1-3 (helpers), once per shared tile, write A's small half."""
+    A_fl, stage_fl, As0 = plan.A_fl, plan.stage_fl, plan.As0
+
+    @T.macro
+    def split_a_tile(smem, stash, s, tid):
+        # The producer's warps 1-3, once per shared tile: A's small half, A - tf32(A), written
+        # beside it in the same (swizzled) positions; wgmma reads A itself as its big half.
+        # float4 at a time, SPLIT_BATCH loads before their stores: the stores are PTX (TVM's
+        # thread-sync pass would put a __syncthreads after a plain store to shared memory, inside
+        # the producer's branch; the mbarriers order it instead), and the compiler moves no load
+        # past one, so a load-store loop would wait out each load's latency in turn.
+        for i in T.serial(_ceil(A_fl // 4, SPLITTERS * SPLIT_BATCH)):
+            for b in T.unroll(SPLIT_BATCH):
+                if (i * SPLIT_BATCH + b) * SPLITTERS + tid < A_fl // 4:
+                    stash[T.ramp(b * 4, 1, 4)] = smem[T.ramp(s * stage_fl + ((i * SPLIT_BATCH + b) * SPLITTERS + tid) * 4, 1, 4)]
+            for b in T.unroll(SPLIT_BATCH):
+                if (i * SPLIT_BATCH + b) * SPLITTERS + tid < A_fl // 4:
+                    T.ptx["st.shared.v4.f32"](
+                        T.address_of(smem[s * stage_fl + As0 + ((i * SPLIT_BATCH + b) * SPLITTERS + tid) * 4]),
+                        *[stash[b * 4 + v] - T.reinterpret("float32", T.reinterpret("uint32", stash[b * 4 + v])
+                                                              & T.uint32(TF32_MASK)) for v in range(4)])
+        # Written through the generic proxy, read by wgmma through the async one.
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.mbarrier.arrive.shared.b64(T.address_of(smem[plan.ready_bar(s)]), T.uint32(1))
+
+    return split_a_tile
+
+
+def multiply_split(plan: Plan):
+    """A macro: a consumer's three wgmma per k step, B^T's halves from registers."""
+    BK, WG_K, stage_fl, As0, acc_n, mma = plan.BK, plan.wg_k, plan.stage_fl, plan.As0, plan.acc_n, plan.mma
+
+    @T.macro
+    def multiply_split(smem, acc, frag, descA, descB, s, p, restart, wg, warp, lane):
+        # B^T's fragments, split in registers: big (registers 0-15 of the slice), small (16-31).
+        for kk in T.unroll(BK // WG_K):
+            for r in T.unroll(4):
+                frag[p * 32 + kk * 4 + r] = T.reinterpret("uint32", smem[frag_offset(plan, s, kk, r, wg, warp, lane)]) & T.uint32(TF32_MASK)
+                frag[p * 32 + 16 + kk * 4 + r] = T.reinterpret("uint32", smem[frag_offset(plan, s, kk, r, wg, warp, lane)] - T.reinterpret(
+                    "float32", T.reinterpret("uint32", smem[frag_offset(plan, s, kk, r, wg, warp, lane)]) & T.uint32(TF32_MASK)))
+        T.ptx.wgmma.fence.sync.aligned()
+        for kk in T.unroll(BK // WG_K):
+            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descA[0]), T.address_of(smem[s * stage_fl + kk * WG_K]),
+                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
+            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB[0]), T.address_of(smem[s * stage_fl + As0 + kk * WG_K]),
+                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
+            # The small products first, big x big last (as step 14): the chunk's first wgmma
+            # restarts the accumulator (scale-d false: D = A * B).
+            T.ptx[mma](*[acc[i] for i in range(acc_n)], *[frag[p * 32 + 16 + kk * 4 + r] for r in range(4)],
+                       descA[0], T.ptx.pred(T.Or(kk > 0, T.Not(restart))), 1, 1)
+            T.ptx[mma](*[acc[i] for i in range(acc_n)], *[frag[p * 32 + kk * 4 + r] for r in range(4)],
+                       descB[0], T.ptx.pred(True), 1, 1)
+            T.ptx[mma](*[acc[i] for i in range(acc_n)], *[frag[p * 32 + kk * 4 + r] for r in range(4)],
+                       descA[0], T.ptx.pred(True), 1, 1)
+        T.ptx.wgmma.commit_group.sync.aligned()
+
+    return multiply_split
+
+
+def store_split(plan: Plan):
+    """A macro: the fp32 total to C, and the fallback for NaN and tiny outputs."""
+    M, N, K, acc_n, flush = plan.M, plan.N, plan.K, plan.acc_n, flushes(plan)
+    tiny_bits = fp32_fallback.tiny_bound_bits(K)
+
+    @T.macro
+    def store_split(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane):
+        # As store() (register A), adding to C where a long K flushed partial sums there, then
+        # testing each value: NaN, or tiny (schedules/lowering/fp32_fallback.py says why), recomputed below.
+        flag[0] = 0
+        for i in T.unroll(acc_n // 4):
+            for h in T.unroll(2):
+                for c in T.unroll(2):
+                    if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
+                        if flush:
+                            total[i * 4 + 2 * h + c] = total[i * 4 + 2 * h + c] + C[
+                                c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)]
+                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[i * 4 + 2 * h + c]
+                        flag[0] = flag[0] | T.Cast("int32", fp32_fallback._needs_fp32(total[i * 4 + 2 * h + c], tiny_bits))
+        if flag[0] != 0:
+            # Rare: one loop over this thread's outputs, re-read from C (registers cannot be
+            # indexed by a loop variable without going to the stack).
+            for j in T.serial(acc_n):
+                if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
+                    if fp32_fallback._needs_fp32(C[c_row(m0, j // 4, j % 2, lane),
+                                                   c_col(n0, j // 2 % 2, wg, warp, lane)], tiny_bits):
+                        fallback[0] = T.float32(0)
+                        for k in T.serial(K):
+                            fallback[0] = T.call_pure_extern(
+                                "float32", "fmaf", A_op[c_row(m0, j // 4, j % 2, lane), k],
+                                B_op[k, c_col(n0, j // 2 % 2, wg, warp, lane)], fallback[0])
+                        C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
+
+    return store_split
+
+
+def flush_partial(plan: Plan):
+    """A macro: at a long K, the total is added into C every FLUSH_CHUNKS chunks."""
+    M, N, acc_n = plan.M, plan.N, plan.acc_n
+
+    @T.macro
+    def flush_partial(C, total, chunk, m0, n0, wg, warp, lane):
+        # Every FLUSH_CHUNKS chunks at a long K: C (= 0 the first time) += the promoted sum.
+        for i in T.unroll(acc_n // 4):
+            for h in T.unroll(2):
+                for c in T.unroll(2):
+                    if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
+                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[
+                            i * 4 + 2 * h + c] + T.if_then_else(chunk == FLUSH_CHUNKS, T.float32(0), C[
+                                c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)])
+                    total[i * 4 + 2 * h + c] = T.float32(0)
+
+    return flush_partial
+
+
+def consume_split(plan: Plan):
+    """A macro: a consumer's loop over its slices, promoting every `promote` slices."""
+    KT, stages, acc_n, flush = plan.KT, plan.stages, plan.acc_n, flushes(plan)
+    promote = plan.cfg.promote
+    multiply_split_ = multiply_split(plan)
+    flush_partial_ = flush_partial(plan)
+
+    @T.macro
+    def consume_split(smem, acc, total, frag, descA, descB, C, m0, n0, wg, warp, lane):
+        # A consumer's slices: chunks of `promote` slices, each summed on the tensor core from
+        # zero and added to the total in fp32. Both consumers promote at the same slices: a
+        # branch on the warpgroup here (to stagger them), even as two copies of this loop, made
+        # ptxas serialize every wgmma (warning C7518).
+        for kt2 in T.serial(_ceil(KT, 2)):
+            for p in T.unroll(2):
+                if kt2 * 2 + p < KT:
+                    T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((kt2 * 2 + p) % stages)]),
+                                         ((kt2 * 2 + p) // stages) & 1)
+                    T.cuda.mbarrier_wait(T.address_of(smem[plan.ready_bar((kt2 * 2 + p) % stages)]),
+                                         ((kt2 * 2 + p) // stages) & 1)
+                    multiply_split_(smem, acc, frag, descA, descB, (kt2 * 2 + p) % stages, p,
+                                   (kt2 * 2 + p) % promote == 0,
+                                   wg, warp, lane)
+                    if ((kt2 * 2 + p + 1) % promote == 0
+                            or kt2 * 2 + p == KT - 1):
+                        # The chunk's last slice: wait for its wgmma, add the
+                        # chunk's sum to the total in fp32 (round to nearest).
+                        T.ptx.wgmma.wait_group.sync.aligned(0)
+                        for i in T.unroll(acc_n):
+                            T.cuda.wgmma.noop_barrier(acc[i])
+                            total[i] = total[i] + acc[i]
+                        if flush:
+                            if ((kt2 * 2 + p) // promote + 1) % FLUSH_CHUNKS == 0 \
+                                    and kt2 * 2 + p != KT - 1:
+                                flush_partial_(C, total, (kt2 * 2 + p) // promote + 1,
+                                              m0, n0, wg, warp, lane)
+                        if kt2 * 2 + p > 0 and (kt2 * 2 + p) % promote != 0:
+                            T.ptx.mbarrier.arrive.shared.b64(
+                                T.address_of(smem[plan.empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+                        T.ptx.mbarrier.arrive.shared.b64(
+                            T.address_of(smem[plan.empty_bar((kt2 * 2 + p) % stages)]), T.uint32(1))
+                    else:
+                        T.ptx.wgmma.wait_group.sync.aligned(1)
+                        if kt2 * 2 + p > 0 and (kt2 * 2 + p) % promote != 0:
+                            T.ptx.mbarrier.arrive.shared.b64(
+                                T.address_of(smem[plan.empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+
+    return consume_split
+
+
+def split_stages(plan: Plan):
+    """A macro: the helper warps wait for each stage to land and split its A tile."""
+    KT, stages = plan.KT, plan.stages
+    split = split_a_tile(plan)
+
+    @T.macro
+    def helpers(smem, stash, tid):
+        for kt in T.serial(KT):
+            T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar(kt % stages)]), (kt // stages) & 1)
+            split(smem, stash, kt % stages, tid)
+
+    return helpers
+
+
+def consumer(plan: Plan):
+    """A macro: a consumer zeroes both accumulators, runs its chunks and stores the total."""
+    acc_n = plan.acc_n
+    consume, store = consume_split(plan), store_split(plan)
+
+    @T.macro
+    def consumer_(smem, acc, frag, total, flag, fallback, descA, descB, A_op, B_op, C, m0, n0, wg, warp, lane):
+        for i in T.unroll(acc_n):
+            acc[i] = T.float32(0)
+            total[i] = T.float32(0)
+            T.cuda.wgmma.noop_barrier(acc[i])
+        consume(smem, acc, total, frag, descA, descB, C, m0, n0, wg, warp, lane)
+        store(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane)
+
+    return consumer_
+
+
 def kernel(M: int, N: int, K: int, cfg: Wgmma3xTF32Config):
-    return wgmma.computation(M, N, K, cfg)
+    # Two slices' fragments, big and small (64 registers); the split's float4 loads in flight.
+    p = wgmma.plan(M, N, K, cfg, frag_regs=64, stash_regs=4 * SPLIT_BATCH)
+    return wgmma.prim_func(p, warp_specialized(p, produce(p, load_b_boxes(p)), consumer(p), helpers=split_stages(p)))

@@ -331,10 +331,10 @@ def test_the_transposed_copy_of_b_is_a_tensorir_schedule():
     of B in shared memory with rows padded to 33 floats, 8 x 32 threads, four rows each way."""
     from tvm import s_tir
 
-    from schedules.transforms import wgmma
+    from schedules import step15_wgmma
 
-    func = wgmma.computation(2048, 2048, 2048, WgmmaConfig())
-    plain = s_tir.Schedule(func)  # as computation() writes it: two plain loops, no threads yet
+    func = step15_wgmma.kernel(2048, 2048, 2048, WgmmaConfig())
+    plain = s_tir.Schedule(func)  # as the rung writes it: two plain loops, no threads yet
     assert [plain.get(loop).thread_binding for loop in plain.get_loops(plain.get_sblock("B_transposed"))] == [None, None]
     src = source(HOPPER[0], 2048, 2048, 2048)
     copy = next(k for k in re.split(r'(?=extern "C" __global__)', src) if "Bt_ptr" in k and "{" in k and "CUtensorMap" not in k)

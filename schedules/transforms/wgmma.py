@@ -1,15 +1,15 @@
-"""The Hopper rungs' kernel (steps 15-19): wgmma fed by TMA, written as TensorIR sblocks.
+"""The Hopper rungs' shared pieces (steps 15-19): wgmma fed by TMA, written as TensorIR sblocks.
 
 Steps 12-14 schedule the base matmul and tensorize 16 x 16 x 8 tiles onto ``mma.sync``, a warp
 instruction Hopper keeps for compatibility. Hopper's own path is three things no schedule
 primitive of TVM 0.27 produces:
 
-- ``wgmma.mma_async`` (sm_90a): four warps (a warpgroup) multiply a 64 x n x 8 tile, n up to
-  256, reading both operands from shared memory through 64-bit descriptors (or A from
-  registers) and accumulating in registers spread over all 128 threads. No TensorIR scope holds
-  a 128-thread fragment ("warp" scope is one warp: LowerWarpMemory rejects more), so the
-  accumulator cannot be a tensorized buffer; it is a "local" array of n / 2 floats per thread
-  whose layout is the instruction's.
+- ``wgmma.mma_async`` (sm_90a): four warps (a warpgroup) multiply a 64 x n x k tile (k = 8 for
+  TF32, 16 for fp16 and bf16), n up to 256, reading both operands from shared memory through
+  64-bit descriptors (or A from registers) and accumulating in registers spread over all 128
+  threads. No TensorIR scope holds a 128-thread fragment ("warp" scope is one warp:
+  LowerWarpMemory rejects more), so the accumulator cannot be a tensorized buffer; it is a
+  "local" array of n / 2 floats per thread whose layout is the instruction's.
 - TMA (``cp.async.bulk.tensor``): one thread hands the copy engine a tensor map (built on the
   host, ``cuTensorMapEncodeTiled``) and a box coordinate, and the engine writes the tile into
   shared memory already in the 128-byte swizzle wgmma reads, filling out-of-bounds rows and
@@ -19,39 +19,44 @@ primitive of TVM 0.27 produces:
   and consumer warpgroups, ``setmaxnreg``) and async groups are control flow over time, not
   loops over data, which is what schedule primitives transform.
 
-So the kernel is written directly as sblocks with ``T.ptx`` calls, and each rung's idea is one
-switch here (``WgmmaConfig`` and subclasses in schedules/config.py):
+So the kernels are written directly as sblocks with ``T.ptx`` calls, as TVMScript macros that
+each rung's file assembles, its prior's pieces plus its own:
 
-- step 15: wgmma, one shared buffer: TMA load, wait, 4 wgmma, wait, barrier, repeat;
-- step 16: ``stages`` buffers in a ring and a producer warpgroup: warp specialization;
-- step 17: 128 x 256 tiles (n = 256 wgmma): a config, half the shared traffic per FLOP;
-- step 18: register A: C^T = B^T A^T, so B needs no transposed copy (below);
-- step 19: ``split``, 3xTF32: the producer writes A's small half beside each tile, consumers
-  split B^T in registers and issue three wgmma per 8 k, promoting to an fp32 total
-  (schedules/step19_3xtf32_wgmma.py says how and what it measured).
+- here, what every rung uses: the ``Plan`` (tile sizes, shared-memory layout, tensor maps of one
+  problem), a stage's TMA loads (``load_stage``), its wgmma from two shared tiles
+  (``multiply_stage``), the store of the accumulator (``store``), the mbarriers' setup, the
+  copy kernels (B transposed, rows padded) and the PrimFunc around them (``prim_func``);
+- schedules/step15_wgmma.py: one shared buffer, everyone loads then multiplies (``one_buffer``);
+- schedules/step16_warp_specialized.py: the ring, a producer and consumers (``warp_specialized``,
+  ``produce``, ``consume``);
+- schedules/step17_wide_tile.py: step 16's kernel with 128 x 256 tiles (a config);
+- schedules/step18_register_a.py: C^T = B^T A^T, no copy of B (``load_b_boxes``,
+  ``multiply_register_a`` for TF32, ``multiply_transposed`` for 16-bit, ``store_transposed``);
+- schedules/step19_3xtf32_wgmma.py: 3xTF32 (``split_a_tile``, ``consume_split``, ``store_split``).
 
 TF32 wgmma has no transpose: both shared operands must be K-major (k contiguous), and
 ``B[K, N]`` row-major is N-major. Steps 15-17 make a transposed copy ``Bt[N, K]`` with a copy
-kernel before the GEMM (its time is in theirs: 13 us at 2048^3, about 15% of the total). Step
-18 computes C^T = B^T A^T instead: wgmma's register operand is B^T, which each thread loads
-from B's N-major tile with ordinary shared loads (the register layout is free), and its shared
-operand is A[M, K], K-major as stored. The accumulator holds C^T; the epilogue writes it to C.
+kernel before the GEMM (its time is in theirs: 13 us at 2048^3, about 15% of the total).
+fp16 and bf16 wgmma may read an operand MN-major (``trans_a`` / ``trans_b``); the 16-bit forms
+of steps 15-17 keep the copy so that step 18 measures what dropping it is worth.
 
-TMA needs 16-byte row strides: where K (A, and Bt) or N (step 18's B) is not a multiple of 4,
-a copy kernel pads that operand with zeros first. Any M, N, K builds. The copies (the transpose
-and the pads) are plain TensorIR blocks, scheduled by ``schedule_copies``; only the GEMM is
-written with its threads.
+TMA needs 16-byte row strides: where K (A, and Bt) or N (step 18's B) is not a multiple of 16
+bytes (4 floats, 8 halves), a copy kernel pads that operand with zeros first. Any M, N, K
+builds. The copies (the transpose and the pads) are plain TensorIR blocks, scheduled by
+``schedule_copies``; only the GEMM is written with its threads.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import tvm
 from tvm.script import tirx as T
 
 from ..lowering import fp32_fallback
-from ..config import WGMMA_K, WgmmaConfig
+from ..config import DTYPES, WGMMA_K, WgmmaConfig
 
-# wgmma's instruction shape: 64 rows per warpgroup, 8 k per instruction (TF32).
+# wgmma's instruction shape: 64 rows per warpgroup, 8 k per instruction (TF32; 16 for 16-bit).
 WG_M, WG_K = 64, 8
 WARPGROUP = 128
 SWIZZLE_128B = 3  # CUtensorMapSwizzle: a K-major row of 32 floats is one 128-byte swizzle row
@@ -93,357 +98,319 @@ def _round_up(a: int, b: int) -> int:
     return _ceil(a, b) * b
 
 
-def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
-    """C[M, N] = A[M, K] @ B[K, N] in TF32 on wgmma: the copy kernels the operands need, then
-    the GEMM kernel ``cfg`` describes."""
-    register_a = cfg.register_a
-    split = cfg.split                    # 3xTF32 (step 19)
-    promote = cfg.promote if split else 1
-    Kp = _round_up(K, 4)
-    Np = _round_up(N, 4)
-    pad_a = K != Kp                      # A's rows must be 16-byte strided for its tensor map
-    pad_b = register_a and N != Np       # step 18 maps B itself: its rows likewise
-    BK = WGMMA_K
-    BM, BN = cfg.block_m, cfg.block_n
-    consumers, stages, producer = cfg.consumers, cfg.stages, cfg.producer
-    wg_n = cfg.wgmma_n                   # the n of m64nNk8: BN, or BM for register A
-    acc_n = wg_n // 2
-    KT = _ceil(K, BK)
-    A_fl, B_fl = BM * BK, BN * BK        # floats per stage
-    As0 = A_fl + B_fl                    # split: A's small half, after the two tiles TMA writes
-    stage_fl = A_fl + B_fl + (A_fl if split else 0)
-    bar0 = stages * stage_fl             # cfg.barriers * stages uint64 barriers after the tiles
-    smem_fl = bar0 + 2 * cfg.barriers * stages
-    threads = cfg.threads
-    first = WARPGROUP if producer else 0  # the first consumer thread
-    tm, tn = _ceil(M, BM), _ceil(N, BN)
-    group = min(cfg.raster, tm)
-    mma = f"wgmma.mma_async.sync.aligned.m64n{wg_n}k8.f32.tf32.tf32"
-    tx_bytes = 4 * (A_fl + B_fl)
-    tiny_bits = fp32_fallback.tiny_bound_bits(K)
-    # Each consumer's chunks of `promote` slices start `promote / consumers` slices apart, so one
-    # drains its wgmma to promote while the other's keep the tensor core busy.
-    flush = split and KT > 2 * promote * FLUSH_CHUNKS
-    Ka = Kp if pad_a else K
+
+# The wgmma operand type of each input dtype, and its element size in bytes.
+WGMMA_TYPE = {"float32": "tf32", "float16": "f16", "bfloat16": "bf16"}
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+SWIZZLE_BYTES = 128  # a shared tile's row: one 128-byte swizzle row of k
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One problem's numbers: tiles, the shared-memory layout (in elements of the input dtype),
+    the tensor maps. Every macro factory below and in the rungs' files reads its sizes here."""
+
+    M: int
+    N: int
+    K: int
+    cfg: WgmmaConfig
+    dtype: str = "float32"       # TVM's name of the input dtype
+    frag_regs: int = 32          # B^T fragment registers (register A): two slices' worth
+    stash_regs: int = 4          # the split's float4 loads in flight (step 19)
+
+    # The geometry, in elements. A stage's row of k is one 128-byte swizzle row: 32 floats or
+    # 64 halves; a k step of wgmma is 8 (TF32) or 16 (16-bit) k, 32 bytes either way.
+    @property
+    def sixteen_bit(self) -> bool:
+        return self.dtype != "float32"
+
+    @property
+    def eb(self) -> int:
+        return ELEMENT_BYTES[self.dtype]
+
+    @property
+    def BK(self) -> int:
+        return WGMMA_K * 4 // self.eb
+
+    @property
+    def wg_k(self) -> int:
+        return WG_K * 4 // self.eb
+
+    @property
+    def BM(self) -> int:
+        return self.cfg.block_m
+
+    @property
+    def BN(self) -> int:
+        return self.cfg.block_n
+
+    @property
+    def stages(self) -> int:
+        return self.cfg.stages
+
+    @property
+    def consumers(self) -> int:
+        return self.cfg.consumers
+
+    @property
+    def align(self) -> int:
+        """Elements per 16 bytes: TMA's row strides must be multiples of it."""
+        return 16 // self.eb
+
+    @property
+    def Kp(self) -> int:
+        return _round_up(self.K, self.align)
+
+    @property
+    def Np(self) -> int:
+        return _round_up(self.N, self.align)
+
+    @property
+    def pad_a(self) -> bool:
+        """A's rows must be 16-byte strided for its tensor map."""
+        return self.K != self.Kp
+
+    @property
+    def pad_b(self) -> bool:
+        """Register A (step 18) maps B itself: its rows likewise."""
+        return self.cfg.register_a and self.N != self.Np
+
+    @property
+    def Ka(self) -> int:
+        return self.Kp if self.pad_a else self.K
+
+    @property
+    def wg_n(self) -> int:
+        """The n of wgmma.m64nNk8: BN, or BM for register A."""
+        return self.cfg.wgmma_n
+
+    @property
+    def acc_n(self) -> int:
+        return self.wg_n // 2
+
+    @property
+    def KT(self) -> int:
+        return _ceil(self.K, self.BK)
+
+    @property
+    def A_fl(self) -> int:
+        return self.BM * self.BK  # elements per stage
+
+    @property
+    def B_fl(self) -> int:
+        return self.BN * self.BK
+
+    @property
+    def As0(self) -> int:
+        """split: A's small half, after the two tiles TMA writes."""
+        return self.A_fl + self.B_fl
+
+    @property
+    def stage_fl(self) -> int:
+        return self.A_fl + self.B_fl + (self.A_fl if self.cfg.split else 0)
+
+    @property
+    def bar0(self) -> int:
+        """cfg.barriers * stages 8-byte mbarriers after the tiles."""
+        return self.stages * self.stage_fl
+
+    @property
+    def bar_el(self) -> int:
+        """Elements per 8-byte mbarrier."""
+        return 8 // self.eb
+
+    @property
+    def smem_fl(self) -> int:
+        return self.bar0 + self.bar_el * self.cfg.barriers * self.stages
+
+    def full_bar(self, s):
+        return self.bar0 + self.bar_el * s
+
+    def empty_bar(self, s):
+        return self.bar0 + self.bar_el * self.stages + self.bar_el * s
+
+    def ready_bar(self, s):
+        return self.bar0 + 2 * self.bar_el * self.stages + self.bar_el * s
+
+    @property
+    def threads(self) -> int:
+        return self.cfg.threads
+
+    @property
+    def first(self) -> int:
+        """The first consumer thread."""
+        return WARPGROUP if self.cfg.producer else 0
+
+    @property
+    def tm(self) -> int:
+        return _ceil(self.M, self.BM)
+
+    @property
+    def tn(self) -> int:
+        return _ceil(self.N, self.BN)
+
+    @property
+    def group(self) -> int:
+        return min(self.cfg.raster, self.tm)
+
+    @property
+    def mma(self) -> str:
+        t = WGMMA_TYPE[self.dtype]
+        return f"wgmma.mma_async.sync.aligned.m64n{self.wg_n}k{self.wg_k}.f32.{t}.{t}"
+
+    @property
+    def tx_bytes(self) -> int:
+        return self.eb * (self.A_fl + self.B_fl)
+
     # Tensor maps: (dims innermost first, byte strides of the outer dims, box, element strides,
     # interleave, swizzle, L2 promotion, out-of-bounds fill 0 = zeros).
-    A_tma = [Ka, M, Ka * 4, BK, BM, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_128B, 0]
-    if register_a:
-        Nb = Np if pad_b else N
-        B_tma = [Nb, K, Nb * 4, 32, BK, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_128B, 0]
-        B_shape = (K, Nb)
-    else:
-        B_tma = [Kp, N, Kp * 4, BK, BN, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_128B, 0]
-        B_shape = (N, Kp)
+    @property
+    def A_tma(self) -> list:
+        return [self.Ka, self.M, self.Ka * self.eb, self.BK, self.BM, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_128B, 0]
 
-    def full_bar(s):
-        return bar0 + 2 * s
+    @property
+    def box_n(self) -> int:
+        """Register A: B's tile is loaded in boxes of BK k rows x box_n n (one swizzle row)."""
+        return SWIZZLE_BYTES // self.eb
 
-    def empty_bar(s):
-        return bar0 + 2 * stages + 2 * s
+    @property
+    def B_tma(self) -> list:
+        if self.cfg.register_a:
+            Nb = self.Np if self.pad_b else self.N
+            return [Nb, self.K, Nb * self.eb, self.box_n, self.BK, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_128B, 0]
+        return [self.Kp, self.N, self.Kp * self.eb, self.BK, self.BN, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_128B, 0]
 
-    def ready_bar(s):
-        return bar0 + 4 * stages + 2 * s
+    @property
+    def B_shape(self) -> tuple:
+        if self.cfg.register_a:
+            return (self.K, self.Np if self.pad_b else self.N)
+        return (self.N, self.Kp)
 
-    def frag_offset(s, kk, r, wg, warp, lane):
-        """Where B^T's fragment register r of k-step kk lives in stage s (register A).
-        wgmma's TF32 A fragment, per warp: rows 16*warp + lane/4 (+8 for r odd), columns
-        lane%4 (+4 for r >= 2); here a row is an n of B and a column a k. The tile is
-        block_n / 32 TMA boxes of 32 k rows x 32 n, each row 128 B, swizzled: the 16-byte unit
-        u of row k sits at u ^ (k % 8)."""
-        n = wg * WG_M + warp * 16 + lane // 4 + 8 * (r % 2)
-        k = kk * WG_K + lane % 4 + 4 * (r // 2)
-        nn = n % 32
-        return s * stage_fl + A_fl + (n // 32) * (BK * 32) + k * 32 + (((nn // 4) ^ (k % 8)) * 4) + nn % 4
+    def tile_m0(self, bid):
+        """Rasterization: `group` tile rows at a time sweep the tile columns, so the blocks
+        running together share their A rows and B columns in L2."""
+        tm, tn, group = self.tm, self.tn, self.group
+        return ((bid // (group * tn)) * group + bid % (group * tn) % T.min(group, tm - bid // (group * tn) * group)) * self.BM
 
-    def c_row(m0, i, c, lane):
-        """Register A: the row of C (a column of C^T) that accumulator register 4i + 2h + c of
-        this thread holds: column 8i + 2 (lane % 4) + c of the warpgroup's 64 x n tile."""
-        return m0 + i * 8 + (lane % 4) * 2 + c
+    def tile_n0(self, bid):
+        tm, tn, group = self.tm, self.tn, self.group
+        return (bid % (group * tn) // T.min(group, tm - bid // (group * tn) * group)) * self.BN
 
-    def c_col(n0, h, wg, warp, lane):
-        """Register A: the column of C (a row of C^T) of accumulator register 4i + 2h + c: row
-        16 warp + lane / 4 + 8h of the warpgroup's 64 x n tile."""
-        return n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h
 
-    @T.macro
-    def load_stage(smem, A_map, B_map, kt, s, m0, n0):
-        T.ptx.mbarrier.arrive.expect_tx.shared.b64(T.address_of(smem[full_bar(s)]), T.uint32(tx_bytes))
-        T.ptx[TMA_LOAD](T.address_of(smem[s * stage_fl]), T.address_of(A_map), kt * BK, m0,
-                        T.address_of(smem[full_bar(s)]))
-        if register_a:
-            for c in T.unroll(BN // 32):
-                T.ptx[TMA_LOAD](T.address_of(smem[s * stage_fl + A_fl + c * BK * 32]), T.address_of(B_map),
-                                n0 + c * 32, kt * BK, T.address_of(smem[full_bar(s)]))
-        else:
-            T.ptx[TMA_LOAD](T.address_of(smem[s * stage_fl + A_fl]), T.address_of(B_map), kt * BK, n0,
-                            T.address_of(smem[full_bar(s)]))
+def plan(M: int, N: int, K: int, cfg: WgmmaConfig, dtype: str = "fp32", **regs) -> Plan:
+    """The Plan of one problem; `dtype` by the ladder's name (fp32, fp16, bf16)."""
+    return Plan(M, N, K, cfg, DTYPES[dtype], **regs)
 
-    @T.macro
-    def multiply_stage(smem, acc, frag, descA, descB, s, p, wg, warp, lane):
-        if register_a:
-            for kk in T.unroll(BK // WG_K):
-                for r in T.unroll(4):
-                    frag[p * 16 + kk * 4 + r] = T.reinterpret("uint32", smem[frag_offset(s, kk, r, wg, warp, lane)])
-        T.ptx.wgmma.fence.sync.aligned()
-        for kk in T.unroll(BK // WG_K):
-            if register_a:
-                T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB[0]), T.address_of(smem[s * stage_fl + kk * WG_K]),
-                                                      DESC_LBO, DESC_SBO, SWIZZLE_128B)
-                T.ptx[mma](*[acc[i] for i in range(acc_n)], frag[p * 16 + kk * 4], frag[p * 16 + kk * 4 + 1],
-                           frag[p * 16 + kk * 4 + 2], frag[p * 16 + kk * 4 + 3], descB[0], T.ptx.pred(True), 1, 1)
-            else:
-                T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descA[0]),
-                                                      T.address_of(smem[s * stage_fl + wg * WG_M * BK + kk * WG_K]),
-                                                      DESC_LBO, DESC_SBO, SWIZZLE_128B)
-                T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB[0]), T.address_of(smem[s * stage_fl + A_fl + kk * WG_K]),
-                                                      DESC_LBO, DESC_SBO, SWIZZLE_128B)
-                T.ptx[mma](*[acc[i] for i in range(acc_n)], descA[0], descB[0], T.ptx.pred(True), 1, 1)
-        T.ptx.wgmma.commit_group.sync.aligned()
 
-    @T.macro
-    def store(C, acc, m0, n0, wg, warp, lane):
-        # Accumulator register 4i + 2h + c: row 16*warp + lane/4 + 8h, column 8i + 2*(lane%4) + c
-        # of the warpgroup's 64 x n tile (of C, or of C^T with register A).
-        for i in T.unroll(acc_n // 4):
-            for h in T.unroll(2):
-                for c in T.unroll(2):
-                    if register_a:
-                        if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
-                            C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = acc[i * 4 + 2 * h + c]
-                    else:
-                        if (m0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h < M
-                                and n0 + i * 8 + (lane % 4) * 2 + c < N):
-                            C[m0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h,
-                              n0 + i * 8 + (lane % 4) * 2 + c] = acc[i * 4 + 2 * h + c]
+def zero(p: Plan):
+    """A zero of the input dtype (the copies' padding)."""
+    return T.float32(0) if p.dtype == "float32" else T.Cast(p.dtype, T.float32(0))
 
-    @T.macro
-    def split_a_tile(smem, stash, s, tid):
-        # The producer's warps 1-3, once per shared tile: A's small half, A - tf32(A), written
-        # beside it in the same (swizzled) positions; wgmma reads A itself as its big half.
-        # float4 at a time, SPLIT_BATCH loads before their stores: the stores are PTX (TVM's
-        # thread-sync pass would put a __syncthreads after a plain store to shared memory, inside
-        # the producer's branch; the mbarriers order it instead), and the compiler moves no load
-        # past one, so a load-store loop would wait out each load's latency in turn.
-        for i in T.serial(_ceil(A_fl // 4, SPLITTERS * SPLIT_BATCH)):
-            for b in T.unroll(SPLIT_BATCH):
-                if (i * SPLIT_BATCH + b) * SPLITTERS + tid < A_fl // 4:
-                    stash[T.ramp(b * 4, 1, 4)] = smem[T.ramp(s * stage_fl + ((i * SPLIT_BATCH + b) * SPLITTERS + tid) * 4, 1, 4)]
-            for b in T.unroll(SPLIT_BATCH):
-                if (i * SPLIT_BATCH + b) * SPLITTERS + tid < A_fl // 4:
-                    T.ptx["st.shared.v4.f32"](
-                        T.address_of(smem[s * stage_fl + As0 + ((i * SPLIT_BATCH + b) * SPLITTERS + tid) * 4]),
-                        *[stash[b * 4 + v] - T.reinterpret("float32", T.reinterpret("uint32", stash[b * 4 + v])
-                                                              & T.uint32(TF32_MASK)) for v in range(4)])
-        # Written through the generic proxy, read by wgmma through the async one.
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.ptx.mbarrier.arrive.shared.b64(T.address_of(smem[ready_bar(s)]), T.uint32(1))
 
-    @T.macro
-    def multiply_split(smem, acc, frag, descA, descB, s, p, restart, wg, warp, lane):
-        # B^T's fragments, split in registers: big (registers 0-15 of the slice), small (16-31).
-        for kk in T.unroll(BK // WG_K):
-            for r in T.unroll(4):
-                frag[p * 32 + kk * 4 + r] = T.reinterpret("uint32", smem[frag_offset(s, kk, r, wg, warp, lane)]) & T.uint32(TF32_MASK)
-                frag[p * 32 + 16 + kk * 4 + r] = T.reinterpret("uint32", smem[frag_offset(s, kk, r, wg, warp, lane)] - T.reinterpret(
-                    "float32", T.reinterpret("uint32", smem[frag_offset(s, kk, r, wg, warp, lane)]) & T.uint32(TF32_MASK)))
-        T.ptx.wgmma.fence.sync.aligned()
-        for kk in T.unroll(BK // WG_K):
-            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descA[0]), T.address_of(smem[s * stage_fl + kk * WG_K]),
-                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
-            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB[0]), T.address_of(smem[s * stage_fl + As0 + kk * WG_K]),
-                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
-            # The small products first, big x big last (as step 14): the chunk's first wgmma
-            # restarts the accumulator (scale-d false: D = A * B).
-            T.ptx[mma](*[acc[i] for i in range(acc_n)], *[frag[p * 32 + 16 + kk * 4 + r] for r in range(4)],
-                       descA[0], T.ptx.pred(T.Or(kk > 0, T.Not(restart))), 1, 1)
-            T.ptx[mma](*[acc[i] for i in range(acc_n)], *[frag[p * 32 + kk * 4 + r] for r in range(4)],
-                       descB[0], T.ptx.pred(True), 1, 1)
-            T.ptx[mma](*[acc[i] for i in range(acc_n)], *[frag[p * 32 + kk * 4 + r] for r in range(4)],
-                       descA[0], T.ptx.pred(True), 1, 1)
-        T.ptx.wgmma.commit_group.sync.aligned()
-
-    @T.macro
-    def store_split(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane):
-        # As store() (register A), adding to C where a long K flushed partial sums there, then
-        # testing each value: NaN, or tiny (schedules/lowering/fp32_fallback.py says why), recomputed below.
-        flag[0] = 0
-        for i in T.unroll(acc_n // 4):
-            for h in T.unroll(2):
-                for c in T.unroll(2):
-                    if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
-                        if flush:
-                            total[i * 4 + 2 * h + c] = total[i * 4 + 2 * h + c] + C[
-                                c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)]
-                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[i * 4 + 2 * h + c]
-                        flag[0] = flag[0] | T.Cast("int32", fp32_fallback._needs_fp32(total[i * 4 + 2 * h + c], tiny_bits))
-        if flag[0] != 0:
-            # Rare: one loop over this thread's outputs, re-read from C (registers cannot be
-            # indexed by a loop variable without going to the stack).
-            for j in T.serial(acc_n):
-                if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
-                    if fp32_fallback._needs_fp32(C[c_row(m0, j // 4, j % 2, lane),
-                                                   c_col(n0, j // 2 % 2, wg, warp, lane)], tiny_bits):
-                        fallback[0] = T.float32(0)
-                        for k in T.serial(K):
-                            fallback[0] = T.call_pure_extern(
-                                "float32", "fmaf", A_op[c_row(m0, j // 4, j % 2, lane), k],
-                                B_op[k, c_col(n0, j // 2 % 2, wg, warp, lane)], fallback[0])
-                        C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
-
-    @T.macro
-    def flush_partial(C, total, chunk, m0, n0, wg, warp, lane):
-        # Every FLUSH_CHUNKS chunks at a long K: C (= 0 the first time) += the promoted sum.
-        for i in T.unroll(acc_n // 4):
-            for h in T.unroll(2):
-                for c in T.unroll(2):
-                    if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
-                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[
-                            i * 4 + 2 * h + c] + T.if_then_else(chunk == FLUSH_CHUNKS, T.float32(0), C[
-                                c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)])
-                    total[i * 4 + 2 * h + c] = T.float32(0)
-
-    @T.macro
-    def consume_split(smem, acc, total, frag, descA, descB, C, m0, n0, wg, warp, lane):
-        # A consumer's slices: chunks of `promote` slices, each summed on the tensor core from
-        # zero and added to the total in fp32. Both consumers promote at the same slices: a
-        # branch on the warpgroup here (to stagger them), even as two copies of this loop, made
-        # ptxas serialize every wgmma (warning C7518).
-        for kt2 in T.serial(_ceil(KT, 2)):
-            for p in T.unroll(2):
-                if kt2 * 2 + p < KT:
-                    T.cuda.mbarrier_wait(T.address_of(smem[full_bar((kt2 * 2 + p) % stages)]),
-                                         ((kt2 * 2 + p) // stages) & 1)
-                    T.cuda.mbarrier_wait(T.address_of(smem[ready_bar((kt2 * 2 + p) % stages)]),
-                                         ((kt2 * 2 + p) // stages) & 1)
-                    multiply_split(smem, acc, frag, descA, descB, (kt2 * 2 + p) % stages, p,
-                                   (kt2 * 2 + p) % promote == 0,
-                                   wg, warp, lane)
-                    if ((kt2 * 2 + p + 1) % promote == 0
-                            or kt2 * 2 + p == KT - 1):
-                        # The chunk's last slice: wait for its wgmma, add the
-                        # chunk's sum to the total in fp32 (round to nearest).
-                        T.ptx.wgmma.wait_group.sync.aligned(0)
-                        for i in T.unroll(acc_n):
-                            T.cuda.wgmma.noop_barrier(acc[i])
-                            total[i] = total[i] + acc[i]
-                        if flush:
-                            if ((kt2 * 2 + p) // promote + 1) % FLUSH_CHUNKS == 0 \
-                                    and kt2 * 2 + p != KT - 1:
-                                flush_partial(C, total, (kt2 * 2 + p) // promote + 1,
-                                              m0, n0, wg, warp, lane)
-                        if kt2 * 2 + p > 0 and (kt2 * 2 + p) % promote != 0:
-                            T.ptx.mbarrier.arrive.shared.b64(
-                                T.address_of(smem[empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
-                        T.ptx.mbarrier.arrive.shared.b64(
-                            T.address_of(smem[empty_bar((kt2 * 2 + p) % stages)]), T.uint32(1))
-                    else:
-                        T.ptx.wgmma.wait_group.sync.aligned(1)
-                        if kt2 * 2 + p > 0 and (kt2 * 2 + p) % promote != 0:
-                            T.ptx.mbarrier.arrive.shared.b64(
-                                T.address_of(smem[empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+def with_tensor_maps(p: Plan, kernel):
+    """A macro gemm(A_op, B_op, C): the host encodes A's and B's tensor maps, then `kernel`
+    (A_op, B_op, C, A_map, B_map) launches."""
 
     @T.macro
     def gemm(A_op, B_op, C):
         A_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
-        T.call_packed("runtime.cuTensorMapEncodeTiled", A_map, "float32", 2, A_op.data, *A_tma)
+        T.call_packed("runtime.cuTensorMapEncodeTiled", A_map, p.dtype, 2, A_op.data, *p.A_tma)
         B_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
-        T.call_packed("runtime.cuTensorMapEncodeTiled", B_map, "float32", 2, B_op.data, *B_tma)
-        for bid in T.thread_binding(tm * tn, thread="blockIdx.x"):
-            for tid in T.thread_binding(threads, thread="threadIdx.x"):
-                with T.sblock("C"):
-                    T.reads(A_op[0:M, 0:Ka], B_op[0:B_shape[0], 0:B_shape[1]])
-                    T.writes(C[0:M, 0:N])
-                    smem = T.sblock_alloc_buffer((smem_fl,), "float32", scope="shared.dyn", align=1024)
-                    acc = T.sblock_alloc_buffer((acc_n,), "float32", scope="local")
-                    # Two slices' B^T fragments (register A); split, big and small of each.
-                    frag = T.sblock_alloc_buffer((64 if split else 32,), "uint32", scope="local")
-                    total = T.sblock_alloc_buffer((acc_n if split else 1,), "float32", scope="local")
-                    flag = T.sblock_alloc_buffer((1,), "int32", scope="local")
-                    fallback = T.sblock_alloc_buffer((1,), "float32", scope="local")
-                    stash = T.sblock_alloc_buffer((4 * SPLIT_BATCH if split else 4,), "float32", scope="local")
-                    descA = T.sblock_alloc_buffer((1,), "uint64", scope="local")
-                    descB = T.sblock_alloc_buffer((1,), "uint64", scope="local")
-                    # Rasterization: `group` tile rows at a time sweep the tile columns, so the
-                    # blocks running together share their A rows and B columns in L2.
-                    m0 = T.meta_var(((bid // (group * tn)) * group + bid % (group * tn) % T.min(group, tm - bid // (group * tn) * group)) * BM)
-                    n0 = T.meta_var((bid % (group * tn) // T.min(group, tm - bid // (group * tn) * group)) * BN)
-                    wg = T.meta_var((tid - first) // WARPGROUP)
-                    warp = T.meta_var(tid % WARPGROUP // 32)
-                    lane = T.meta_var(tid % 32)
-                    if tid == 0:
-                        for s in T.unroll(stages):
-                            T.ptx.mbarrier.init.shared.b64(T.address_of(smem[full_bar(s)]), T.uint32(1))
-                            T.ptx.mbarrier.init.shared.b64(T.address_of(smem[empty_bar(s)]),
-                                                          T.uint32(WARPGROUP * consumers))
-                            if split:
-                                T.ptx.mbarrier.init.shared.b64(T.address_of(smem[ready_bar(s)]), T.uint32(SPLITTERS))
-                    T.ptx.fence.proxy.async_.shared__cta()
-                    T.tvm_storage_sync("shared")
-                    if producer:
-                        if tid < WARPGROUP:
-                            # The producer warpgroup: thread 0 keeps the ring full. For 3xTF32
-                            # (split) warps 1-3 also write each A tile's small half once it
-                            # lands (were thread 0 to split too, the splits would wait while it
-                            # waits for a free stage).
-                            T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
-                            if tid == 0:
-                                for kt in T.serial(KT):
-                                    if kt >= stages:
-                                        T.cuda.mbarrier_wait(T.address_of(smem[empty_bar(kt % stages)]),
-                                                             ((kt // stages) & 1) ^ 1)
-                                    load_stage(smem, A_map, B_map, kt, kt % stages, m0, n0)
-                            elif split and tid >= 32:
-                                for kt in T.serial(KT):
-                                    T.cuda.mbarrier_wait(T.address_of(smem[full_bar(kt % stages)]), (kt // stages) & 1)
-                                    split_a_tile(smem, stash, kt % stages, tid - 32)
-                        elif split:
-                            T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-                            for i in T.unroll(acc_n):
-                                acc[i] = T.float32(0)
-                                total[i] = T.float32(0)
-                                T.cuda.wgmma.noop_barrier(acc[i])
-                            consume_split(smem, acc, total, frag, descA, descB, C, m0, n0, wg, warp, lane)
-                            store_split(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane)
-                        else:
-                            T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-                            for i in T.unroll(acc_n):
-                                acc[i] = T.float32(0)
-                                T.cuda.wgmma.noop_barrier(acc[i])
-                            # Two k slices per trip, so each slice's B^T fragments (register A)
-                            # have their own registers while the previous slice's wgmma run.
-                            for kt2 in T.serial(_ceil(KT, 2)):
-                                for p in T.unroll(2):
-                                    if kt2 * 2 + p < KT:
-                                        T.cuda.mbarrier_wait(T.address_of(smem[full_bar((kt2 * 2 + p) % stages)]),
-                                                             ((kt2 * 2 + p) // stages) & 1)
-                                        multiply_stage(smem, acc, frag, descA, descB, (kt2 * 2 + p) % stages, p,
-                                                       wg, warp, lane)
-                                        # The previous slice's wgmma are done: its stage is free.
-                                        T.ptx.wgmma.wait_group.sync.aligned(1)
-                                        if kt2 * 2 + p > 0:
-                                            T.ptx.mbarrier.arrive.shared.b64(
-                                                T.address_of(smem[empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
-                            T.ptx.wgmma.wait_group.sync.aligned(0)
-                            for i in T.unroll(acc_n):
-                                T.cuda.wgmma.noop_barrier(acc[i])
-                            store(C, acc, m0, n0, wg, warp, lane)
-                    else:
-                        # Every warpgroup multiplies; thread 0 also loads, one slice at a time.
-                        for i in T.unroll(acc_n):
-                            acc[i] = T.float32(0)
-                            T.cuda.wgmma.noop_barrier(acc[i])
-                        for kt in T.serial(KT):
-                            if tid == 0:
-                                load_stage(smem, A_map, B_map, kt, 0, m0, n0)
-                            T.cuda.mbarrier_wait(T.address_of(smem[full_bar(0)]), kt & 1)
-                            multiply_stage(smem, acc, frag, descA, descB, 0, 0, wg, warp, lane)
-                            T.ptx.wgmma.wait_group.sync.aligned(0)
-                            # Nobody reads the buffer any more: thread 0 may load the next slice.
-                            T.tvm_storage_sync("shared")
-                        for i in T.unroll(acc_n):
-                            T.cuda.wgmma.noop_barrier(acc[i])
-                        store(C, acc, m0, n0, wg, warp, lane)
+        T.call_packed("runtime.cuTensorMapEncodeTiled", B_map, p.dtype, 2, B_op.data, *p.B_tma)
+        kernel(A_op, B_op, C, A_map, B_map)
+
+    return gemm
+
+
+def load_stage(p: Plan):
+    """A macro: one thread starts a stage's two TMA loads, A's tile and B^T's (both K-major),
+    after telling the stage's "full" barrier how many bytes to expect."""
+    BK, A_fl, stage_fl = p.BK, p.A_fl, p.stage_fl
+
+    @T.macro
+    def load(smem, A_map, B_map, kt, s, m0, n0):
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(T.address_of(smem[p.full_bar(s)]), T.uint32(p.tx_bytes))
+        T.ptx[TMA_LOAD](T.address_of(smem[s * stage_fl]), T.address_of(A_map), kt * BK, m0,
+                        T.address_of(smem[p.full_bar(s)]))
+        T.ptx[TMA_LOAD](T.address_of(smem[s * stage_fl + A_fl]), T.address_of(B_map), kt * BK, n0,
+                        T.address_of(smem[p.full_bar(s)]))
+
+    return load
+
+
+def multiply_stage(p: Plan):
+    """A macro: a consumer warpgroup's wgmma over one stage, both operands K-major in shared
+    memory (a descriptor each per k step), as one commit group."""
+    BK, wg_k, stage_fl, A_fl, acc_n, mma = p.BK, p.wg_k, p.stage_fl, p.A_fl, p.acc_n, p.mma
+    trans = (0, 0) if p.sixteen_bit else ()  # 16-bit wgmma takes trans_a, trans_b immediates
+
+    @T.macro
+    def multiply(smem, acc, frag, descA, descB, s, p_, wg, warp, lane):
+        T.ptx.wgmma.fence.sync.aligned()
+        for kk in T.unroll(BK // wg_k):
+            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descA[0]),
+                                                  T.address_of(smem[s * stage_fl + wg * WG_M * BK + kk * wg_k]),
+                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
+            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB[0]), T.address_of(smem[s * stage_fl + A_fl + kk * wg_k]),
+                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
+            T.ptx[mma](*[acc[i] for i in range(acc_n)], descA[0], descB[0], T.ptx.pred(True), 1, 1, *trans)
+        T.ptx.wgmma.commit_group.sync.aligned()
+
+    return multiply
+
+
+def store(p: Plan):
+    """A macro: the accumulator to C (rounded to C's dtype for 16-bit inputs), edges masked.
+    Accumulator register 4i + 2h + c: row 16*warp + lane/4 + 8h, column 8i + 2*(lane%4) + c
+    of the warpgroup's 64 x n tile."""
+    M, N, acc_n = p.M, p.N, p.acc_n
+
+    @T.macro
+    def write(C, acc, m0, n0, wg, warp, lane):
+        for i in T.unroll(acc_n // 4):
+            for h in T.unroll(2):
+                for c in T.unroll(2):
+                    if (m0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h < M
+                            and n0 + i * 8 + (lane % 4) * 2 + c < N):
+                        C[m0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h,
+                          n0 + i * 8 + (lane % 4) * 2 + c] = rounded(p, acc[i * 4 + 2 * h + c])
+
+    return write
+
+
+def rounded(p: Plan, value):
+    """An fp32 sum as C stores it: itself, or rounded to nearest in the 16-bit input dtype."""
+    return value if p.dtype == "float32" else T.Cast(p.dtype, value)
+
+
+def init_barriers(p: Plan):
+    """A macro: thread 0 initializes each stage's barriers ("full": one arrival plus the TMA
+    bytes; "empty": every consumer thread; "ready": the splitters, step 19); a fence makes
+    them visible to the copy engine, and the block meets."""
+    stages, consumers, split = p.stages, p.consumers, p.cfg.split
+
+    @T.macro
+    def init(smem, tid):
+        if tid == 0:
+            for s in T.unroll(stages):
+                T.ptx.mbarrier.init.shared.b64(T.address_of(smem[p.full_bar(s)]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(T.address_of(smem[p.empty_bar(s)]),
+                                              T.uint32(WARPGROUP * consumers))
+                if split:
+                    T.ptx.mbarrier.init.shared.b64(T.address_of(smem[p.ready_bar(s)]), T.uint32(SPLITTERS))
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.tvm_storage_sync("shared")
+
+    return init
+
+
+def prim_func(p: Plan, kernel) -> tvm.tirx.PrimFunc:
+    """C[M, N] = A[M, K] @ B[K, N]: the copy kernels the operands need (B transposed where it is
+    read K-major, rows padded for TMA), the tensor maps, then `kernel` (A_op, B_op, C, A_map,
+    B_map), a rung's GEMM kernel."""
+    gemm = with_tensor_maps(p, kernel)
+    M, N, K, Kp, Np, dtype = p.M, p.N, p.K, p.Kp, p.Np, p.dtype
+    register_a, pad_a, pad_b = p.cfg.register_a, p.pad_a, p.pad_b
 
     @T.macro
     def transpose(B, Bt):
@@ -457,7 +424,7 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
             for n, k in T.grid(N, Kp - K):
                 with T.sblock("pad_Bt"):
                     vn, vk = T.axis.remap("SS", [n, k])
-                    Bt[vn, K + vk] = T.float32(0)
+                    Bt[vn, K + vk] = zero(p)
 
     @T.macro
     def pad_copy(X, Xp, rows, cols, cols_p, name):
@@ -465,15 +432,15 @@ def computation(M: int, N: int, K: int, cfg: WgmmaConfig) -> tvm.tirx.PrimFunc:
         for r, c in T.grid(rows, cols_p):
             with T.sblock(name):
                 vr, vc = T.axis.remap("SS", [r, c])
-                Xp[vr, vc] = T.if_then_else(vc < cols, X[vr, T.min(vc, cols - 1)], T.float32(0))
+                Xp[vr, vc] = T.if_then_else(vc < cols, X[vr, T.min(vc, cols - 1)], zero(p))
 
     @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
+    def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C: T.Buffer((M, N), dtype)):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         # Copies the operands need before the GEMM (an unused one is never allocated).
-        A_pad = T.alloc_buffer((M, Kp), "float32")
-        B_pad = T.alloc_buffer((K, Np), "float32")
-        Bt = T.alloc_buffer((N, Kp), "float32")
+        A_pad = T.alloc_buffer((M, Kp), dtype)
+        B_pad = T.alloc_buffer((K, Np), dtype)
+        Bt = T.alloc_buffer((N, Kp), dtype)
         if pad_a:
             pad_copy(A, A_pad, M, K, Kp, "pad_A")
         if not register_a:
@@ -489,7 +456,7 @@ COPY_THREADS = 256
 
 
 def schedule_copies(sch) -> None:
-    """Schedule the copy kernels ``computation`` writes as plain blocks (the GEMM is written
+    """Schedule the copy kernels ``prim_func`` writes as plain blocks (the GEMM is written
     with its threads already): B's transpose through a shared tile, the pads one element a thread."""
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         name = sch.get(block).name_hint

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import inspect
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import schedules
 from schedules import ConfigError
@@ -192,6 +194,7 @@ def explain(step, size, cfg, arch, tuned_prior: bool = False, full: bool = False
     lines += ["#"] + [f"# {line}".rstrip() for line in step.doc.strip().splitlines()] + ["#"]
     lines.append(f"# {_size(size)}, arch {arch}")
     lines.append(f"# step {step.number} config: {_config_text(cfg)}")
+    lines += own_pieces(step)
     script = step.schedule(M, N, K, cfg).mod.script()
     if step.number > 1:
         prior = schedules.get_step(step.number - 1)
@@ -212,6 +215,19 @@ def explain(step, size, cfg, arch, tuned_prior: bool = False, full: bool = False
         cut = len(lines) - EXPLAIN_LINES
         lines = lines[:EXPLAIN_LINES] + [f"# ... {cut} more lines not shown (--full shows all {len(lines)})"]
     print("\n".join(lines))
+
+
+def own_pieces(step) -> list[str]:
+    """A written rung's own code (the Hopper rungs list it in PIECES): the source of each piece,
+    so --explain shows what the rung adds to its prior's pieces."""
+    names = getattr(step.module, "PIECES", ())
+    if not names:
+        return []
+    path = Path(inspect.getsourcefile(step.module)).name
+    lines = [f"# step {step.number}'s own pieces (schedules/{path}): {', '.join(names)}"]
+    for name in names:
+        lines += inspect.getsource(getattr(step.module, name)).rstrip().splitlines()
+    return lines
 
 
 def prior_config(step, prior, cfg, size, arch, tuned: bool = False):
