@@ -39,7 +39,7 @@ def _matmul_16bit(M: int, N: int, K: int, dtype: str):
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C: T.Buffer((M, N), dtype)):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        C_acc = T.alloc_buffer((M, N), "float32")
+        C_acc = T.sblock_alloc_buffer((M, N), "float32")
         for i, j, k in T.grid(M, N, K):
             with T.sblock("C"):
                 vi, vj, vk = T.axis.remap("SSR", [i, j, k])

@@ -52,7 +52,8 @@ from dataclasses import dataclass
 
 from tvm import s_tir, tirx
 
-VECTOR_WIDTHS = (4, 2, 1)
+# 8: the 16-bit tensor-core configs' 16-byte copies (8 halves); a 4-float vector never meets it.
+VECTOR_WIDTHS = (8, 4, 2, 1)
 
 
 def round_up(size: int, tile: int) -> int:
@@ -138,7 +139,10 @@ def pad_to_tiles(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg, M: int, N: int
         return None
     bm, bn, bk = block_tiles(cfg)
     sch.pad_einsum(block, [bm if M % bm else 1, bn if N % bn else 1, bk if K % bk else 1])
-    return Padding(_block_or_none(sch, "A_pad"), _block_or_none(sch, "B_pad"), _block_or_none(sch, "C_pad"))
+    c_pad = _block_or_none(sch, "C_pad")
+    if c_pad is None:  # 16-bit inputs: the block writes C_acc (fp32), so its pad is C_acc_pad
+        c_pad = _block_or_none(sch, "C_acc_pad")
+    return Padding(_block_or_none(sch, "A_pad"), _block_or_none(sch, "B_pad"), c_pad)
 
 
 def named_pads(sch: s_tir.Schedule) -> Padding:
