@@ -7,7 +7,7 @@ that fails to load.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 MAX_THREADS_PER_BLOCK = 1024
 # Static __shared__ arrays above 48 KB are rejected by ptxas / at load; above it a step's
@@ -58,6 +58,8 @@ def check_sizes(M: int, N: int, K: int) -> None:
 def _check_integer_fields(cfg, may_be_zero=lambda name: False) -> None:
     """Every field of `cfg` an int (not a bool): positive, or non-negative where `may_be_zero`."""
     for f in fields(cfg):
+        if f.name == "dtype":  # the tensor-core configs' input dtype, a name (checked by them)
+            continue
         value = getattr(cfg, f.name)
         least = 0 if may_be_zero(f.name) else 1
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
@@ -448,6 +450,11 @@ class SplitKConfig(TunedConfig):
 # mma.sync.m16n8k8 TF32: a warp multiplies 16 x 8 by 8 x 8; the steps tensorize 16 x 16 x 8
 # tiles (two mma side by side along n), so warp tiles are multiples of 16 x 16 and block_k of 8.
 MMA_TILE_M, MMA_TILE_N, MMA_TILE_K = 16, 16, 8
+# 16-bit inputs (fp16, bf16): mma.sync.m16n8k16, tiles of 16 x 16 x 16, so block_k a multiple of
+# 16; an element is 2 bytes, so a 16-byte copy moves 8 (vector up to 8) and a row pad that
+# keeps rows 16-byte aligned is a multiple of 8 elements.
+MMA_TILE_K16 = 16
+ELEMENT_BYTES = {"fp32": FLOAT_BYTES, "fp16": 2, "bf16": 2}
 
 
 @dataclass(frozen=True)
@@ -462,6 +469,32 @@ class TensorCoreConfig(GridConfig):
     warp_m: int = 64  # type: ignore[assignment]
     warp_n: int = 64
     vector: int = 4
+    # The inputs' dtype (DTYPES' names): "fp32" multiplies in TF32 on m16n8k8; "fp16" and "bf16"
+    # on m16n8k16 with fp32 accumulation, C stored in the dtype. Sizes (block_k, vector, pads)
+    # count elements of this dtype. Keyword-only, and left out of as_dict for fp32, so the fp32
+    # configs read and print as they did before it existed.
+    dtype: str = field(default="fp32", kw_only=True)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        if d["dtype"] == "fp32":
+            del d["dtype"]
+        else:
+            d["dtype"] = d.pop("dtype")
+        return d
+
+    @property
+    def sixteen_bit(self) -> bool:
+        return self.dtype != "fp32"
+
+    @property
+    def element_bytes(self) -> int:
+        return ELEMENT_BYTES[self.dtype]
+
+    @property
+    def mma_k(self) -> int:
+        """k of the tensorized tile: 8 (TF32, m16n8k8) or 16 (16-bit, m16n8k16)."""
+        return MMA_TILE_K16 if self.sixteen_bit else MMA_TILE_K
 
     @property
     def warps(self) -> int:
@@ -492,11 +525,12 @@ class TensorCoreConfig(GridConfig):
         """One stage of the A and B tiles in shared memory, with their row padding."""
         a = self.block_m * (self.block_k + self.pad_a)
         b = self.block_k * (self.block_n + self.pad_b)
-        return (a + b) * FLOAT_BYTES
+        return (a + b) * self.element_bytes
 
     @property
     def output_bytes(self) -> int:
-        """The C tile staged in shared memory for coalesced, predicated global stores."""
+        """The C tile staged in shared memory for coalesced, predicated global stores (fp32 for
+        every dtype: 16-bit outputs are rounded as they leave it)."""
         return self.block_m * (self.block_n + self.pad_b) * FLOAT_BYTES
 
     @property
@@ -511,22 +545,33 @@ class TensorCoreConfig(GridConfig):
 
     def validate(self, M: int, N: int, K: int) -> None:
         check_sizes(M, N, K)
+        if self.dtype not in ELEMENT_BYTES:
+            raise ConfigError(f"dtype must be one of {', '.join(ELEMENT_BYTES)}, got {self.dtype!r}")
         _check_integer_fields(self, lambda name: name.startswith("pad_") or name == "promote")
         for name, tile, unit in (("warp_m", self.warp_m, MMA_TILE_M), ("warp_n", self.warp_n, MMA_TILE_N),
-                                 ("block_k", self.block_k, MMA_TILE_K)):
+                                 ("block_k", self.block_k, self.mma_k)):
             if tile % unit:
+                if self.sixteen_bit:
+                    raise ConfigError(f"{name} must be a multiple of {unit} for {self.dtype} (the tensorized "
+                                      f"16 x 16 x 16 tile), got {tile}")
                 raise ConfigError(f"{name} must be a multiple of {unit} (the tensorized tile), got {tile}")
         _divides("warp_m", self.warp_m, "block_m", self.block_m)
         _divides("warp_n", self.warp_n, "block_n", self.block_n)
         if self.threads > MAX_THREADS_PER_BLOCK:
             raise ConfigError(f"{self.warps} warps ({self.threads} threads) per block exceeds the limit of "
                               f"{MAX_THREADS_PER_BLOCK} threads")
-        _check_vector(self.vector)
+        if self.sixteen_bit:
+            if self.vector not in (1, 2, 4, 8):
+                raise ConfigError(f"vector must be 1, 2, 4 or 8 {self.dtype} elements (at most 16 bytes), "
+                                  f"got {self.vector}")
+        else:
+            _check_vector(self.vector)
         per_round = self.threads * self.vector
+        unit = "floats" if not self.sixteen_bit else "elements"
         for name, elems in (("A", self.block_m * self.block_k), ("B", self.block_k * self.block_n),
                             ("C", self.block_m * self.block_n)):
             if elems % per_round:
-                raise ConfigError(f"the {name} tile ({elems} floats) must split evenly over "
+                raise ConfigError(f"the {name} tile ({elems} {unit}) must split evenly over "
                                   f"{self.threads} threads x vector {self.vector}")
         self.check_shared_memory("sm_90")
 
@@ -559,7 +604,13 @@ class TensorCorePipelineConfig(TensorCoreConfig):
             raise ConfigError(f"fragment_buffers 2 needs stages >= 3, got stages {self.stages}")
         for name in ("pad_a", "pad_b"):
             pad = getattr(self, name)
-            if isinstance(pad, int) and not isinstance(pad, bool) and (pad % 4 or pad >= 32):
+            if not isinstance(pad, int) or isinstance(pad, bool):
+                continue
+            if self.dtype in ("fp16", "bf16"):
+                # 16 bytes, as fp32's 4 floats: rows stay aligned for cp.async and ldmatrix.
+                if pad % 8 or pad >= 64:
+                    raise ConfigError(f"{name} must be a multiple of 8 {self.dtype} elements below 64, got {pad}")
+            elif pad % 4 or pad >= 32:
                 raise ConfigError(f"{name} must be a multiple of 4 floats below 32, got {pad}")
         super().validate(M, N, K)  # sizes and fields first: the check below divides K by block_k
         if self.fragment_buffers == 2 and not self.fragments_double_buffer_at(K):
@@ -584,6 +635,8 @@ class TF32x3Config(TensorCorePipelineConfig):
     promote: int = 1
 
     def validate(self, M: int, N: int, K: int) -> None:
+        if self.dtype != "fp32":
+            raise ConfigError(f"step 14 splits fp32 operands: dtype must be fp32, got {self.dtype!r}")
         if self.promote not in (0, 1, 2) or isinstance(self.promote, bool):
             raise ConfigError(f"promote must be 0, 1 or 2, got {self.promote!r}")
         if self.fragment_buffers != 1:

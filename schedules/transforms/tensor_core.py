@@ -12,6 +12,12 @@ two ``mma.sync.m16n8k8`` TF32 instructions (schedules/transforms/tensor_intrin.p
 - C accumulates in registers, is stored to shared memory tile by tile, and written to global
   memory as coalesced float4 rows (predicated where a shape is padded).
 
+16-bit inputs (a config with dtype fp16 or bf16): the tile is 16 x 16 x 16 (two
+``mma.sync.m16n8k16``, fp32 accumulation), fragments come by ``ldmatrix`` (B by ``.trans``),
+sizes count elements of the dtype, and the base computation's C_store (the rounding to the
+dtype) is folded into the write-back (``round_to_dtype``): C stays fp32 in registers and in
+the shared C tile, and is rounded as it is written to global memory.
+
 Fragments are per-thread ``local`` buffers: ``transform_layout`` maps each 16 x 8 (or 8 x 16,
 16 x 16) tile to the register of its owning lane (``assume_injective_transform``: the map
 drops the lane, so it is not injective over the whole warp, which is exactly how the registers
@@ -29,6 +35,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import s_tir
 
+from ..config import DTYPES, ConfigError
 from . import tensor_intrin as ti
 from .cuda_core import Tiles, rasterize, source_transposed
 
@@ -58,6 +65,8 @@ def tile_warps(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg) -> TensorTiles:
     A block whose k is already cut into block_k slices (loops ko, i, j, kk: step 14's promote 2,
     where ko is a spatial axis of the block) keeps its ko as k_outer and tiles kk.
     """
+    check_dtype(sch, block, cfg)
+    tile_k = _tile_k(cfg)
     loops = sch.get_loops(block)
     sliced = len(loops) == 4
     if sliced:
@@ -66,7 +75,7 @@ def tile_warps(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg) -> TensorTiles:
         i, j, k = loops
     i, ti_ = sch.split(i, [None, ti.TILE_M])
     j, tj_ = sch.split(j, [None, ti.TILE_N])
-    k, tk_ = sch.split(k, [None, ti.TILE_K])
+    k, tk_ = sch.split(k, [None, tile_k])
     sch.reorder(i, j, k, ti_, tj_, tk_)
     outer = sch.blockize(ti_)
     block_i, warp_i, tile_i = sch.split(i, [None, cfg.block_m // cfg.warp_m, cfg.warp_m // ti.TILE_M])
@@ -74,13 +83,41 @@ def tile_warps(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg) -> TensorTiles:
     if sliced:  # kk's 8-k steps: block_k / 8 of them, already
         k_step = k
     else:
-        k_outer, k_step = sch.split(k, [None, cfg.block_k // ti.TILE_K])
+        k_outer, k_step = sch.split(k, [None, cfg.block_k // tile_k])
     sch.reorder(block_i, block_j, warp_i, warp_j, k_outer, k_step, tile_i, tile_j)
     block_i, block_j = rasterize(sch, block_i, block_j, cfg.raster)
     warp = sch.fuse(warp_i, warp_j)
     sch.bind(warp, "threadIdx.y")
     return TensorTiles(block, block_i, block_j, warp, warp, k_outer=k_outer, outer=outer, warp=warp,
                        k_step=k_step, tile_i=tile_i, tile_j=tile_j)
+
+
+def _dtype(cfg) -> str:
+    return getattr(cfg, "dtype", "fp32")
+
+
+def _tile_k(cfg) -> int:
+    return ti.geometry(_dtype(cfg))[0]
+
+
+def check_dtype(sch: s_tir.Schedule, block: s_tir.SBlockRV, cfg) -> None:
+    """ConfigError, one line, where the config's dtype is not the one of the block's inputs
+    (a 16-bit config for fp32 inputs or the other way round)."""
+    names = {v: k for k, v in DTYPES.items()}
+    inputs = {str(r.source.dtype) for r in sch.get(block).reads} - {"float32"}
+    got = names.get(next(iter(inputs)), "?") if inputs else "fp32"
+    if got != _dtype(cfg):
+        raise ConfigError(f"the config is for {_dtype(cfg)} inputs, the matmul's are {got}: "
+                          f"pass dtype={_dtype(cfg)!r} or a config with dtype={got!r}")
+
+
+def round_to_dtype(sch: s_tir.Schedule, tiles: "TensorTiles") -> "TensorTiles":
+    """16-bit inputs: the base computation's block C_store (C = cast(dtype, C_acc)) folded into
+    C's write-back, so each fp32 sum is rounded to the dtype as it leaves the shared C tile for
+    global memory: no fp32 C_acc in global memory, no second pass. Where the shape is padded,
+    C_store folds into C_pad, which padding.inline_padding folds into the same write-back."""
+    sch.reverse_compute_inline(sch.get_sblock("C_store"))
+    return tiles
 
 
 def _spread_copy(sch: s_tir.Schedule, copy: s_tir.SBlockRV, warps: int, vector: int) -> None:
@@ -105,7 +142,9 @@ def _stage(sch: s_tir.Schedule, tiles: TensorTiles, cfg, consumer, read_index: i
     _spread_copy(sch, copy, cfg.warps, cfg.vector)
     pad, row = (cfg.pad_a, cfg.block_k) if operand == 0 else (cfg.pad_b, cfg.block_n)
     if pad:
-        sch.storage_align(copy, 0, axis=-2, factor=32, offset=(row + pad) % 32)
+        # Rows a whole number of 128-byte bank rounds apart, plus the pad: 32 floats, 64 halves.
+        bank_round = 32 if _dtype(cfg) == "fp32" else 64
+        sch.storage_align(copy, 0, axis=-2, factor=bank_round, offset=(row + pad) % bank_round)
     tiles.shared_copies.append(copy)
 
 
@@ -133,13 +172,14 @@ def load_fragments(sch: s_tir.Schedule, tiles: TensorTiles, cfg, load_a: str, lo
     b_frag = sch.cache_read(tiles.outer, 1, "local")
     for frag in (a_frag, b_frag):
         sch.compute_at(frag, tiles.k_step)
-    a_tile = _split_2d(sch, a_frag, ti.TILE_M, ti.TILE_K)
-    b_tile = _split_2d(sch, b_frag, ti.TILE_K, ti.TILE_N)
-    sch.transform_layout(a_frag, ("write", 0), lambda i, k: (i // ti.TILE_M, k // ti.TILE_K,
-                                                             ti.a_fragment(i % ti.TILE_M, k % ti.TILE_K)[1]),
+    tile_k, a_fragment, b_fragment = ti.geometry(_dtype(cfg))
+    a_tile = _split_2d(sch, a_frag, ti.TILE_M, tile_k)
+    b_tile = _split_2d(sch, b_frag, tile_k, ti.TILE_N)
+    sch.transform_layout(a_frag, ("write", 0), lambda i, k: (i // ti.TILE_M, k // tile_k,
+                                                             a_fragment(i % ti.TILE_M, k % tile_k)[1]),
                          assume_injective_transform=True)
-    sch.transform_layout(b_frag, ("write", 0), lambda k, n: (k // ti.TILE_K, n // ti.TILE_N,
-                                                             ti.b_fragment(k % ti.TILE_K, n % ti.TILE_N)[1]),
+    sch.transform_layout(b_frag, ("write", 0), lambda k, n: (k // tile_k, n // ti.TILE_N,
+                                                             b_fragment(k % tile_k, n % ti.TILE_N)[1]),
                          assume_injective_transform=True)
     ti.tensorize(sch, a_tile, load_a)
     ti.tensorize(sch, b_tile, load_b)

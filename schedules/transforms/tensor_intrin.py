@@ -29,6 +29,11 @@ done once per fragment, at the shared -> register load, into a fragment of 8 reg
 lane (0-3 big, 4-7 small). Its mma issues small*big + big*small + big*big. With per-slice
 promotion (step 14's promote 2) the mma accumulates in place and ``FRAG_ADD`` folds the slice's
 accumulator into C's, register by register.
+16-bit inputs (fp16, bf16; ``LOAD16_*``, ``MMA16``): a 16 x 16 x 16 tile, two
+``mma.sync.m16n8k16`` with fp32 accumulation, both fragments one ``ldmatrix.x4`` each (B with
+``.trans``); TVM's own fp16 intrinsics write its "warp" scope (not lowered here, see
+tensor_core.py) and it has none for bf16, so both dtypes are written here, registered apart
+(``register16``) the first time a 16-bit one is used.
 Registered when a schedule first tensorizes with one (``tensorize`` below), not at import:
 building the 19 PrimFuncs from TVMScript takes ~4.3 s, which was most of ``import schedules``
 (~5.5 s on a 2-core CPU box, ~10 s on the H100's host) and was paid by every process that builds
@@ -68,6 +73,39 @@ def c_fragment(i, j):
 def b_element(lane, reg):
     """Inverse of b_fragment: the (k, n) that a lane's register holds."""
     return lane % 4 + 4 * (reg % 2), lane // 4 + 8 * (reg // 2)
+
+
+# -- 16-bit inputs (fp16, bf16): mma.sync.m16n8k16, fp32 accumulation -------------------------
+# One tensorized tile is 16 x 16 x 16: two m16n8k16 side by side along n. A lane holds 8 halves
+# of A (16 x 16) and 8 of B (16 x 16), two per 32-bit register (PTX ISA, "Matrix Fragments for
+# mma.m16n8k16 with floating point type", g = lane // 4, t = lane % 4):
+# - A (m, k): halves 0-1 (g, 2t..2t+1), 2-3 (g+8, 2t..), 4-5 (g, 2t+8..), 6-7 (g+8, 2t+8..)
+# - B (k, n): halves 0-1 (k 2t..2t+1, n g), 2-3 (k 2t+8.., n g); halves 4-7 the same for n + 8
+# - C: as for TF32 (c_fragment), fp32.
+# Both operand fragments are one ldmatrix.x4 each: A's four 8 x 8 matrices in that order, and
+# B's, stored k-major ([k][n], n contiguous), with .trans, which hands lane (g, t) the two
+# k-consecutive halves (2t, 2t+1) of column g: exactly b0, b1. So every fragment load is one
+# instruction (fp32 needed four 32-bit loads for B).
+TILE_K16 = 16
+FRAG16_AB = TILE_M * TILE_K16 // WARP  # 8 halves per lane for A (16 x 16) and for B (16 x 16)
+SIXTEEN_BIT = {"fp16": ("float16", "fp16"), "bf16": ("bfloat16", "bf16")}  # TVM dtype, PTX type
+
+
+def a16_fragment(i, k):
+    """(lane, half) of element (i, k) of a 16 x 16 A tile of 16-bit values (m16n8k16)."""
+    return 4 * (i % 8) + (k % 8) // 2, k % 2 + 2 * (i // 8) + 4 * (k // 8)
+
+
+def b16_fragment(k, n):
+    """(lane, half) of element (k, n) of a 16 x 16 B tile of 16-bit values (two n8 halves)."""
+    return 4 * (n % 8) + (k % 8) // 2, k % 2 + 2 * (k // 8) + 4 * (n // 8)
+
+
+def geometry(dtype: str = "fp32"):
+    """(tile k, A fragment map, B fragment map) of the tensorized tile for `dtype` inputs."""
+    if dtype == "fp32":
+        return TILE_K, a_fragment, b_fragment
+    return TILE_K16, a16_fragment, b16_fragment
 
 
 # -- TF32 in integer arithmetic (exact, no GPU instruction needed) -----------------------------
@@ -338,6 +376,90 @@ def _store(scope: str):
     return desc, impl
 
 
+def _load16(scope: str, operand: str, dtype: str):
+    """Shared tile (16 x 16 of 16-bit values) -> one lane's 8 halves: one ``ldmatrix.x4``.
+
+    Lane l gives the address of row l % 16, column 8 (l // 16) of the tile: for A (rows m)
+    matrices (m 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) -> halves 0-1, 2-3, 4-5, 6-7;
+    for B (rows k, ``.trans``) (k 0-7, n 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15), the same."""
+    tvm_dtype = SIXTEEN_BIT[dtype][0]
+    where = a16_fragment if operand == "A" else b16_fragment
+    trans = operand == "B"
+
+    @T.prim_func(s_tir=True)
+    def desc(frag_handle: T.handle, shared_handle: T.handle) -> None:
+        shared = T.match_buffer(shared_handle, (TILE_M, TILE_K16), tvm_dtype, align=64, offset_factor=16,
+                                scope=scope)
+        frag = T.match_buffer(frag_handle, (FRAG16_AB,), tvm_dtype, offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(shared[0:TILE_M, 0:TILE_K16])
+            T.writes(frag[0:FRAG16_AB])
+            for ax0, ax1 in T.grid(TILE_M, TILE_K16):
+                with T.sblock("load"):
+                    r, c = T.axis.remap("SS", [ax0, ax1])
+                    _lane, reg = T.meta_var(where(r, c))
+                    T.reads(shared[r, c])
+                    T.writes(frag[reg])
+                    frag[reg] = shared[r, c]
+
+    @T.prim_func(s_tir=True)
+    def impl(frag_handle: T.handle, shared_handle: T.handle) -> None:
+        s0 = T.int32()
+        s1 = T.int32()
+        shared = T.match_buffer(shared_handle, (TILE_M, TILE_K16), tvm_dtype, align=64, offset_factor=16,
+                                scope=scope, strides=[s0, s1])
+        frag = T.match_buffer(frag_handle, (FRAG16_AB,), tvm_dtype, offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(shared[0:TILE_M, 0:TILE_K16])
+            T.writes(frag[0:FRAG16_AB])
+            for tx in T.thread_binding(0, WARP, "threadIdx.x"):
+                T.evaluate(T.ptx_legacy.ldmatrix(
+                    trans, 4, ".b16", frag.data, frag.elem_offset, shared.access_ptr("r"),
+                    s0 * (tx % 16) + 8 * (tx // 16), dtype=tvm_dtype))
+
+    return desc, impl
+
+
+def _mma16(dtype: str):
+    """C (16 x 16, fp32) += A (16 x 16) @ B (16 x 16), 16-bit inputs: two m16n8k16 per tile."""
+    tvm_dtype, ptx = SIXTEEN_BIT[dtype]
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (FRAG16_AB,), tvm_dtype, offset_factor=1, scope="local")
+        B = T.match_buffer(b, (FRAG16_AB,), tvm_dtype, offset_factor=1, scope="local")
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(C[0:FRAG_C], A[0:FRAG16_AB], B[0:FRAG16_AB])
+            T.writes(C[0:FRAG_C])
+            for i, j, k in T.grid(TILE_M, TILE_N, TILE_K16):
+                with T.sblock("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    _lc, rc = T.meta_var(c_fragment(vi, vj))
+                    _la, ra = T.meta_var(a16_fragment(vi, vk))
+                    _lb, rb = T.meta_var(b16_fragment(vk, vj))
+                    T.reads(C[rc], A[ra], B[rb])
+                    T.writes(C[rc])
+                    C[rc] = C[rc] + T.Cast("float32", A[ra]) * T.Cast("float32", B[rb])
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (FRAG16_AB,), tvm_dtype, offset_factor=1, scope="local")
+        B = T.match_buffer(b, (FRAG16_AB,), tvm_dtype, offset_factor=1, scope="local")
+        C = T.match_buffer(c, (FRAG_C,), "float32", offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads(C[0:FRAG_C], A[0:FRAG16_AB], B[0:FRAG16_AB])
+            T.writes(C[0:FRAG_C])
+            for _tx in T.thread_binding(0, WARP, "threadIdx.x"):
+                for half in T.unroll(2):  # n 0-7 and n 8-15: B halves 0-3 / 4-7, C regs 0-3 / 4-7
+                    T.evaluate(T.ptx_legacy.mma(
+                        "m16n8k16", "row", "col", ptx, ptx, "fp32",
+                        A.data, A.elem_offset, B.data, B.elem_offset + 4 * half,
+                        C.data, C.elem_offset + 4 * half, False, dtype="float32"))
+
+    return desc, impl
+
+
 def _name(kind: str, scope: str = "") -> str:
     return f"matmul_ladder_{kind}" + (f"_{scope.replace('.', '_')}" if scope else "")
 
@@ -353,6 +475,10 @@ SPLIT_MMA_PROMOTE = _name("tf32x3_mma_16x16x8_promote")
 FILL = _name("fill_16x16_f32")
 FRAG_ADD = _name("add_16x16_f32")
 STORE = {s: _name("store_16x16_f32", s) for s in SCOPES}
+# 16-bit inputs, by dtype (fp16, bf16) and scope: registered apart (register16), on first use.
+LOAD16_A = {(d, s): _name(f"{d}_ldmatrix_a", s) for d in SIXTEEN_BIT for s in SCOPES}
+LOAD16_B = {(d, s): _name(f"{d}_ldmatrix_b_trans", s) for d in SIXTEEN_BIT for s in SCOPES}
+MMA16 = {d: _name(f"{d}_mma_16x16x16_f32") for d in SIXTEEN_BIT}
 
 
 _registering = threading.Lock()
@@ -360,9 +486,29 @@ _registered = False
 
 
 def tensorize(sch, block_or_loop, name: str) -> None:
-    """``sch.tensorize`` with one of these intrinsics, registering them all first if no one has."""
+    """``sch.tensorize`` with one of these intrinsics, registering them all first if no one has
+    (the 16-bit ones only when a 16-bit one is asked for: fp32 builds never parse them)."""
     register()
+    if name in _SIXTEEN_BIT_NAMES:
+        register16()
     sch.tensorize(block_or_loop, name)
+
+
+_SIXTEEN_BIT_NAMES = frozenset([*LOAD16_A.values(), *LOAD16_B.values(), *MMA16.values()])
+_registered16 = False
+
+
+def register16() -> None:
+    """Register the 16-bit intrinsics (fp16, bf16) with TVM, once per process."""
+    global _registered16
+    with _registering:
+        if not _registered16:
+            for dtype in SIXTEEN_BIT:
+                for scope in SCOPES:
+                    TensorIntrin.register(LOAD16_A[dtype, scope], *_load16(scope, "A", dtype), override=True)
+                    TensorIntrin.register(LOAD16_B[dtype, scope], *_load16(scope, "B", dtype), override=True)
+                TensorIntrin.register(MMA16[dtype], *_mma16(dtype), override=True)
+            _registered16 = True
 
 
 def register() -> None:
