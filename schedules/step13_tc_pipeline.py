@@ -118,6 +118,29 @@ nothing either (+-1%). The committed ladder (the run after those rounds): 194.1 
 TFLOP/s at 2048 / 4096, 0.54x / 0.49x cuBLAS TF32 (358.0 / 398.3; at 4096 cuBLAS TF32 measured
 342-398 across this day's runs, this kernel 180-195).
 
+16-bit form (fp16, bf16; issue 47): step 12's 16-bit tiles (m16n8k16, ldmatrix for A and
+ldmatrix.trans for B, C rounded to the dtype in the write-back) fed the same way: cp.async
+stages of 16-byte copies (8 elements), rows padded by 8 elements (16 bytes, as fp32's 4 floats:
+a 32-element A row is 64 bytes, so without the pad rows 0, 2, 4, 6 of an ldmatrix start in the
+same bank group; B's 128-element rows are 256 bytes, all 8 rows in one group), fragments
+double-buffered where the fp32 form does it, the same tiles per size (a stage is half the bytes,
+so the C tile staged for the store, still fp32, sets the shared memory). Prediction (written
+before measuring): the mma.sync fp16 ceiling is 639 TFLOP/s (../shared/notes/tensor-cores.md),
+twice TF32's, and this kernel reached 55-60% of TF32's; with B now one ldmatrix instead of four
+32-bit loads the shared-memory side improves too, but each slice does twice the mma per byte
+copied, so barriers and waits weigh more: 300-400 TFLOP/s at 4096, 0.4-0.55x cuBLAS bf16/fp16
+(~700), 3-4x the 16-bit step 12.
+Measured (H100 80GB HBM3, 2026-11-27, one device probe, CUDA events, cuBLAS through torch.mm
+alternating in the same process): 151 / 373 / 403 TFLOP/s bf16 at 1024 / 2048 / 4096 (fp16
+153 / 375 / 404; a second reading of bf16 at 4096: 410), 0.55x / 0.54x cuBLAS bf16 (684 / 745)
+and 0.57x / 0.56x cuBLAS fp16 (661 / 723) at 2048 / 4096; 3.3x the 16-bit step 12 at 4096, and
+1.9x this step's TF32 form in the same run (210). So the top of the predicted range, at 63% of
+the 639 TFLOP/s mma.sync ceiling (TF32: 55-60% of its own). The fp32 tiles carry over: at 4096
+128 x 128 x 32 blocks of 4 warps (3 stages), 128 x 128 x 64, 128 x 256 x 64 and the default
+without the fragment double buffer all read 308-314 against the default's 403-410 (one round
+each). Error as step 12's (the store's rounding: 1.66e-3 bf16, 2.07e-4 fp16, as cuBLAS's) at
+512-4096 and the odd shapes above.
+
 Run: python -m steps.step13
      python -m steps.step13 --sizes 2048 --config block_n=128,stages=2,fragment_buffers=1
          # 2 stages on 4-warp 128 x 128 tiles, a variant measured above, again (one fragment
@@ -140,6 +163,7 @@ NAME = "tensor-core pipeline"
 IDEA = ("cp.async stages + padded conflict-free ldmatrix/fragment loads + tiles per size, on the mma loop; "
         "fragments double-buffered in registers where that pays")
 PRECISION = "tf32"
+DTYPES = ("fp32", "fp16", "bf16")
 Config = TensorCorePipelineConfig
 PASS_CONFIG: dict = {**prior.PASS_CONFIG, "tirx.use_async_copy": True}
 EXPECTED_REGRESSION: dict = {}
@@ -150,7 +174,23 @@ EXPECTED_REGRESSION: dict = {}
 ONE_BLOCK_PER_SM_TILES = 128
 
 
-def default_config(M: int, N: int, K: int) -> TensorCorePipelineConfig:
+def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> TensorCorePipelineConfig:
+    if dtype != "fp32":
+        return default_config_16bit(M, N, K, dtype)
+    return _default_config_fp32(M, N, K)
+
+
+def default_config_16bit(M: int, N: int, K: int, dtype: str) -> TensorCorePipelineConfig:
+    """fp16 / bf16: the fp32 tiles, each 32-k slice two k16 steps, copies of 8 elements (16
+    bytes) and rows padded by 8 elements (16 bytes, as fp32's 4 floats): ldmatrix's 8 rows of
+    16 bytes then start in 8 different bank groups, for A and for B's transposed loads."""
+    cfg = replace(_default_config_fp32(M, N, K), vector=8, pad_a=8, pad_b=8, dtype=dtype)
+    if cfg.fragment_buffers == 2 and not cfg.fragments_double_buffer_at(K):
+        cfg = replace(cfg, fragment_buffers=1)
+    return cfg
+
+
+def _default_config_fp32(M: int, N: int, K: int) -> TensorCorePipelineConfig:
     # The best of the device probes (H100, 2026-11-22/23; about 100 configs at 512-4096): small
     # outputs want more, smaller blocks for 132 SMs. Large ones take CUTLASS's best mma.sync
     # shape, one 128 x 256 block of 8 warps per SM: 4 stages (pad_a 4 to fit 204 KB) and
