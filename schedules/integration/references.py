@@ -21,7 +21,7 @@ from pathlib import Path
 import tvm
 from tvm.target import Target
 
-from ..config import ConfigError, check_sizes
+from ..config import DTYPES, ConfigError, check_dtype, check_sizes
 from ..matmul import matmul
 
 METASCHEDULE_DIR = Path(__file__).resolve().parents[1] / "tuned" / "metaschedule"
@@ -42,19 +42,22 @@ def tuning_target(arch: str = "sm_90") -> Target:
                    "registers_per_block": 65536})
 
 
-def dlight_module(M: int, N: int, K: int, arch: str = "sm_90") -> tvm.IRModule:
-    """The matmul scheduled by dlight's default GPU rules for this arch."""
+def dlight_module(M: int, N: int, K: int, arch: str = "sm_90", dtype: str = "fp32") -> tvm.IRModule:
+    """The matmul scheduled by dlight's default GPU rules for this arch. `dtype` fp16 / bf16: the
+    16-bit base matmul (fp32 sum, C stored in the dtype), which dlight's Matmul rule sends to its
+    tensor-core (WMMA) schedule for fp16 and keeps on CUDA cores for bf16."""
     from tvm.s_tir import dlight as dl
 
     check_sizes(M, N, K)
-    mod = tvm.IRModule({"main": matmul(M, N, K)})
+    check_dtype(dtype)
+    mod = tvm.IRModule({"main": matmul(M, N, K, DTYPES[dtype])})
     with _target(arch):
         return dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.Fallback())(mod)
 
 
-def build_dlight(M: int, N: int, K: int, arch: str = "sm_90", config=None):
-    """Compiled dlight kernel; ``main(A, B, C)`` like a step. `config` is unused."""
-    return tvm.compile(dlight_module(M, N, K, arch), target=_target(arch))
+def build_dlight(M: int, N: int, K: int, arch: str = "sm_90", config=None, dtype: str = "fp32"):
+    """Compiled dlight kernel; ``main(A, B, C)`` like a step (in `dtype`). `config` is unused."""
+    return tvm.compile(dlight_module(M, N, K, arch, dtype), target=_target(arch))
 
 
 def database_dir(gpu_slug: str, root: Path = METASCHEDULE_DIR) -> Path:

@@ -21,7 +21,7 @@ import numpy as np
 
 import schedules
 
-from . import worker
+from . import dtypes, worker
 
 TOLERANCE = 1e-5
 # TF32 rounds the inputs to 10-bit mantissas (unit roundoff 2^-11): cuBLAS TF32 measured 2.6e-4
@@ -131,34 +131,35 @@ def host_submit_us(submit, sync, gpu_ms: float, rounds: int = HOST_PROBE_ROUNDS,
     return statistics.median(samples)
 
 
-def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
-    """‖out − ref‖ / ‖ref‖ in float64; NaN or inf anywhere gives inf, so it never passes."""
-    out64 = out.astype(np.float64)
+def relative_error(out: np.ndarray, ref: np.ndarray, dtype: str = "fp32") -> float:
+    """‖out − ref‖ / ‖ref‖ in float64; NaN or inf anywhere gives inf, so it never passes. `out`
+    in the host storage of `dtype` (a bf16 output as its uint16 bit patterns: dtypes.py)."""
+    out64 = dtypes.to_float64(out, dtype)
     if not np.all(np.isfinite(out64)):
         return math.inf
     return float(np.linalg.norm(out64 - ref) / np.linalg.norm(ref))
 
 
-def random_operands(M: int, N: int, K: int, rng: np.random.Generator):
-    a = rng.uniform(-1.0, 1.0, size=(M, K)).astype(np.float32)
-    b = rng.uniform(-1.0, 1.0, size=(K, N)).astype(np.float32)
-    return a, b
+def random_operands(M: int, N: int, K: int, rng: np.random.Generator, dtype: str = "fp32"):
+    """A [M, K], B [K, N] uniform in [-1, 1), in the host storage of `dtype` (dtypes.py)."""
+    return dtypes.random_operands(M, N, K, rng, dtype)
 
 
-def verify_on(dev, func, a, b, ref: np.ndarray, nan=None) -> float:
+def verify_on(dev, func, a, b, ref: np.ndarray, nan=None, dtype: str = "fp32") -> float:
     """Run func(a, b, C) on `dev` (local, or a server's over RPC) with C poisoned with NaN;
     the relative error of C against the float64 `ref`. `nan`: a NaN-filled tensor already on
-    `dev` to copy C from there (over RPC, the poison then never crosses the network)."""
+    `dev` to copy C from there (over RPC, the poison then never crosses the network). `dtype`:
+    C's (fp32, or fp16 / bf16 for a 16-bit kernel, whose C is in its inputs' dtype)."""
     import tvm
 
     if nan is None:
-        c = tvm.runtime.tensor(np.full(ref.shape, np.nan, dtype=np.float32), dev)
+        c = dtypes.to_device(tvm, dtypes.nan_filled(ref.shape, dtype), dtype, dev)
     else:
-        c = tvm.runtime.empty(ref.shape, "float32", dev)
+        c = tvm.runtime.empty(ref.shape, dtypes.tvm_dtype(dtype), dev)
         nan.copyto(c)
     func(a, b, c)
     dev.sync()
-    return relative_error(c.numpy(), ref)
+    return relative_error(dtypes.from_device(c, dtype), ref, dtype)
 
 
 def evaluator_timing(mod, dev, args, repeat: int) -> Timing:
@@ -278,46 +279,52 @@ class KernelRunner:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _tensor(self, array: np.ndarray):
-        return self.tvm.runtime.tensor(array, self.dev)
+    def _tensor(self, array: np.ndarray, dtype: str = "fp32"):
+        """A host array (dtypes.py's storage of `dtype`: bf16 as uint16 bit patterns) on the GPU."""
+        if dtype == "fp32":
+            return self.tvm.runtime.tensor(array, self.dev)
+        return dtypes.to_device(self.tvm, array, dtype, self.dev)
 
-    def check(self, func, M: int, N: int, K: int) -> float:
-        """Relative error of one run on fresh random inputs, output pre-poisoned with NaN."""
-        a, b = random_operands(M, N, K, self.rng)
-        return self.verify(func, self._tensor(a), self._tensor(b), a.astype(np.float64) @ b.astype(np.float64))
+    def check(self, func, M: int, N: int, K: int, dtype: str = "fp32") -> float:
+        """Relative error of one run on fresh random inputs, output pre-poisoned with NaN; the
+        reference is the float64 product of the inputs as the kernel reads them (in `dtype`)."""
+        a, b = random_operands(M, N, K, self.rng, dtype)
+        return self.verify(func, self._tensor(a, dtype), self._tensor(b, dtype), dtypes.reference(a, b, dtype), dtype)
 
-    def verify(self, func, a, b, ref: np.ndarray) -> float:
+    def verify(self, func, a, b, ref: np.ndarray, dtype: str = "fp32") -> float:
         """Run func(a, b, C) on device inputs with C poisoned with NaN; relative error vs ref."""
-        return verify_on(self.dev, func, a, b, ref)
+        return verify_on(self.dev, func, a, b, ref, dtype=dtype)
 
-    def time(self, lib, M: int, N: int, K: int) -> Timing:
+    def time(self, lib, M: int, N: int, K: int, dtype: str = "fp32") -> Timing:
         """time_evaluator's CUDA-event samples, and the host-bound guard's submission time.
 
         time_evaluator launches from a C++ loop; the guard times Python calls of the same
         function (FFI call plus launch), which do more host work per launch than that loop:
         an upper bound on its host time, so a kernel it passes is certainly not host-bound."""
-        a, b = random_operands(M, N, K, self.rng)
-        args = [self._tensor(a), self._tensor(b), self._tensor(np.zeros((M, N), np.float32))]
+        a, b = random_operands(M, N, K, self.rng, dtype)
+        args = [self._tensor(a, dtype), self._tensor(b, dtype), self._tensor(dtypes.zeros((M, N), dtype), dtype)]
         timing = evaluator_timing(lib.mod, self.dev, args, self.repeat)
         func = lib["main"]
         timing.host_us = host_submit_us(lambda: func(*args), self.dev.sync, timing.median_ms)
         return timing
 
-    def measure(self, step, M: int, N: int, K: int, arch: str, config=None) -> Measurement:
+    def measure(self, step, M: int, N: int, K: int, arch: str, config=None, dtype: str = "fp32") -> Measurement:
         """Build, check and time one step at one size; failures become `error`, not exceptions.
 
         `step` is a step number or ``schedules.Step``, or a ``"module:function"`` builder
         returning a compiled module for (M, N, K, arch, config) (tests build faulty kernels so).
-        A bad size, config or arch raises ConfigError, before any worker starts.
+        `dtype`: the inputs' (and, for 16-bit, C's); a builder is then called for that dtype.
+        A bad size, config, arch or dtype raises ConfigError, before any worker starts.
         """
-        spec = _resolve(step, M, N, K, arch, config)
+        spec = _resolve(step, M, N, K, arch, config, dtype)
         if not self.isolate:
-            return self._measure_here(spec, M, N, K, arch, config)
+            return self._measure_here(spec, M, N, K, arch, config, dtype)
         if self._worker is None:
             self._worker = worker.Worker(self._worker_target or serve,
                                          timeout_s=self._timeout_s or worker.DEFAULT_TIMEOUT_S)
         seed = int(self.rng.integers(2**63 - 1))  # fresh inputs per measurement, reproducible
-        request = ("measure", (spec, M, N, K, arch, config, self.repeat, seed))
+        payload = (spec, M, N, K, arch, config, self.repeat, seed) + ((dtype,) if dtype != "fp32" else ())
+        request = ("measure", payload)
         try:
             status, value = self._worker.call(request)
         except worker.WorkerError as exc:
@@ -329,32 +336,35 @@ class KernelRunner:
             self._worker.stop(kill=True)  # its CUDA context may be broken: the next one starts afresh
         return m
 
-    def _measure_here(self, spec, M: int, N: int, K: int, arch: str, config=None) -> Measurement:
+    def _measure_here(self, spec, M: int, N: int, K: int, arch: str, config=None, dtype: str = "fp32") -> Measurement:
         m = Measurement(M, N, K)
         try:
-            lib = _build(spec, M, N, K, arch, config)
-            m.rel_err = self.check(lib["main"], M, N, K)
-            timing = self.time(lib, M, N, K)
+            lib = _build(spec, M, N, K, arch, config, dtype)
+            m.rel_err = self.check(lib["main"], M, N, K, dtype)
+            timing = self.time(lib, M, N, K, dtype)
         except schedules.ConfigError:
             raise
         except Exception as exc:  # load/launch failures (e.g. misaligned address) from TVM/CUDA
             m.error = _one_line(exc)
             return m
         m.set_timing(timing)
-        check_error(m, TOLERANCE if isinstance(spec, str) else tolerance(spec))
+        check_error(m, tolerance(spec, dtype) if not isinstance(spec, str) else
+                    (TOLERANCE if dtype == "fp32" else dtypes.tolerance(dtype)))
         return m
 
 
-def _resolve(step, M: int, N: int, K: int, arch: str, config):
+def _resolve(step, M: int, N: int, K: int, arch: str, config, dtype: str = "fp32"):
     """What the worker is asked to build (a step number or a builder path), after the checks
     that need no GPU: unknown step or arch, bad sizes, an invalid config -> ConfigError."""
     if isinstance(step, str):
         if ":" not in step:
             raise schedules.ConfigError(f"a kernel builder is 'module:function', got {step!r}")
+        schedules.config.check_dtype(dtype)
         return step
     s = schedules.get_step(step)
     schedules.target(arch)
-    cfg = s.default_config(M, N, K) if config is None else config
+    s.check_dtype(dtype)
+    cfg = s.default_config(M, N, K, dtype) if config is None else config
     if type(cfg) is s.Config:  # another class: Step.schedule says so, from the worker
         cfg.validate(M, N, K)
     else:
@@ -362,18 +372,23 @@ def _resolve(step, M: int, N: int, K: int, arch: str, config):
     return s.number
 
 
-def _build(spec, M: int, N: int, K: int, arch: str, config):
+def _build(spec, M: int, N: int, K: int, arch: str, config, dtype: str = "fp32"):
     if isinstance(spec, str):
         import importlib
 
         module, _, name = spec.partition(":")
-        return getattr(importlib.import_module(module), name)(M, N, K, arch, config)
-    return schedules.build(spec, M, N, K, arch=arch, config=config)
+        builder = getattr(importlib.import_module(module), name)
+        # A builder for fp32 takes (M, N, K, arch, config); one for 16-bit inputs also `dtype`.
+        return builder(M, N, K, arch, config) if dtype == "fp32" else builder(M, N, K, arch, config, dtype=dtype)
+    return schedules.build(spec, M, N, K, arch=arch, config=config, dtype=dtype)
 
 
-def tolerance(step) -> float:
+def tolerance(step, dtype: str = "fp32") -> float:
     """The bound a step's relative error is held to: fp32's, or TF32's for a reduced-precision
-    step (labelled as such wherever it is shown)."""
+    step (labelled as such wherever it is shown); for 16-bit inputs the dtype's
+    (dtypes.TOLERANCE: the store's rounding plus the fp32 sum's allowance)."""
+    if dtype != "fp32":
+        return dtypes.tolerance(schedules.get_step(step).check_dtype(dtype))
     return TF32_TOLERANCE if schedules.get_step(step).precision == "tf32" else TOLERANCE
 
 
@@ -421,6 +436,11 @@ def cublas_available() -> bool:
 CUBLAS_OP_N = 0
 CUBLAS_DEFAULT_MATH = 0
 CUDA_R_32F = 0
+CUDA_R_16F = 2
+CUDA_R_16BF = 14
+# The cudaDataType_t of A, B and C for each input dtype: 16-bit inputs give C in the same dtype,
+# with CUBLAS_COMPUTE_32F (products summed in fp32), as the ladder's 16-bit kernels do.
+CUDA_DATA_TYPE = {"fp32": CUDA_R_32F, "fp16": CUDA_R_16F, "bf16": CUDA_R_16BF}
 CUBLAS_COMPUTE_32F = 68  # strict fp32
 CUBLAS_COMPUTE_32F_FAST_TF32 = 77  # inputs rounded to TF32, tensor cores
 CUBLAS_GEMM_DEFAULT = -1
@@ -471,7 +491,11 @@ def _cublas_check(status: int, what: str) -> None:
 
 
 class CublasGemm:
-    """``C = A @ B`` on row-major fp32 CuPy arrays: one ``cublasGemmEx`` per call, on `stream`.
+    """``C = A @ B`` on row-major CuPy arrays: one ``cublasGemmEx`` per call, on `stream`.
+
+    `dtype` (dtypes.py): fp32 arrays, or fp16 ones, or bf16 carried as uint16 bit patterns (CuPy
+    has no bfloat16; cuBLAS reads only the pointers), A, B and C alike (CUDA_R_16F / CUDA_R_16BF)
+    with CUBLAS_COMPUTE_32F: fp32 sums, C rounded to the dtype once.
 
     A handle of our own (default math mode, a fixed 32 MiB workspace, bound to `stream` once),
     called through ctypes. Row-major C = A B is column-major C^T = B^T A^T, which is cuBLAS's
@@ -481,7 +505,7 @@ class CublasGemm:
     CUDA graph (one host submission for ~1 ms of GEMMs) rather than calling in a loop.
     """
 
-    def __init__(self, a, b, c, tf32: bool = False, stream=None):
+    def __init__(self, a, b, c, tf32: bool = False, stream=None, dtype: str = "fp32"):
         import ctypes
 
         import cupy as cp
@@ -499,10 +523,13 @@ class CublasGemm:
         _cublas_check(self.lib.cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")
         self._scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta, on the host
         alpha = self._scalars.ctypes.data
+        if tf32 and dtype != "fp32":
+            raise ValueError("TF32 is a compute type for fp32 inputs")
         compute = CUBLAS_COMPUTE_32F_FAST_TF32 if tf32 else CUBLAS_COMPUTE_32F
+        kind = CUDA_DATA_TYPE[dtypes.check(dtype)]
         self._args = (handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, alpha,
-                      b.data.ptr, CUDA_R_32F, N, a.data.ptr, CUDA_R_32F, K,
-                      alpha + 4, c.data.ptr, CUDA_R_32F, N, compute, CUBLAS_GEMM_DEFAULT)
+                      b.data.ptr, kind, N, a.data.ptr, kind, K,
+                      alpha + 4, c.data.ptr, kind, N, compute, CUBLAS_GEMM_DEFAULT)
         self._keep = (a, b, c)
 
     def __call__(self) -> None:
@@ -553,16 +580,18 @@ def time_graph(call, stream, repeat: int) -> Timing:
 
 
 def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = None,
-                tf32: bool = False) -> tuple[Timing, float]:
-    """cuBLAS GEMM, strict fp32 (or TF32 with ``tf32``): (timing, relative error vs float64).
+                tf32: bool = False, dtype: str = "fp32") -> tuple[Timing, float]:
+    """cuBLAS GEMM, strict fp32 (or TF32 with ``tf32``; or 16-bit inputs and C with fp32 sums,
+    `dtype` fp16 / bf16): (timing, relative error vs float64).
 
-    Checked like the steps (fresh inputs, C poisoned with NaN, one plain call), then timed by
-    ``time_graph``.
+    Checked like the steps (fresh inputs, C poisoned with NaN, one plain call; the reference the
+    float64 product of the inputs as cuBLAS reads them), then timed by ``time_graph``.
     """
     import cupy as cp
 
-    a, b = random_operands(M, N, K, np.random.default_rng(seed))
-    gemm = CublasGemm(cp.asarray(a), cp.asarray(b), cp.full((M, N), cp.nan, dtype=cp.float32), tf32=tf32)
+    a, b = random_operands(M, N, K, np.random.default_rng(seed), dtype)
+    gemm = CublasGemm(cp.asarray(a), cp.asarray(b), cp.asarray(dtypes.nan_filled((M, N), dtype)), tf32=tf32,
+                      dtype=dtype)
     # The copies and the NaN fill ran on CuPy's default stream; the GEMM's stream is non-blocking
     # and would not wait for them (at 4096^3 cuBLAS TF32 finished before the fill did, and the
     # check read NaN: "relative error inf"). Wait for them before the first call.
@@ -570,7 +599,7 @@ def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = Non
     try:
         gemm()
         gemm.stream.synchronize()
-        err = relative_error(cp.asnumpy(gemm._keep[2]), a.astype(np.float64) @ b.astype(np.float64))
+        err = relative_error(cp.asnumpy(gemm._keep[2]), dtypes.reference(a, b, dtype), dtype)
         timing = time_graph(gemm, gemm.stream, repeat)
     finally:
         gemm.stream.synchronize()
@@ -647,7 +676,7 @@ def _cuda_runtime_version() -> str | None:
 
 
 def serve(conn) -> None:
-    """Answer ("measure", (spec, M, N, K, arch, config, repeat, seed)) requests.
+    """Answer ("measure", (spec, M, N, K, arch, config, repeat, seed[, dtype])) requests.
 
     Replies ("ok", Measurement.as_dict()), ("config_error", message) or ("error", one line). Runs in
     the worker process; everything CUDA happens here, none of it in the parent.
@@ -663,9 +692,9 @@ def serve(conn) -> None:
             kind, payload = request
             if kind != "measure":
                 raise ValueError(f"unknown request {kind!r}")
-            spec, M, N, K, arch, config, repeat, seed = payload
+            spec, M, N, K, arch, config, repeat, seed, *rest = payload
             runner = KernelRunner(repeat=repeat, seed=seed, isolate=False)
-            reply = ("ok", runner.measure(spec, M, N, K, arch, config).as_dict())
+            reply = ("ok", runner.measure(spec, M, N, K, arch, config, *rest).as_dict())
         except schedules.ConfigError as exc:
             reply = ("config_error", str(exc))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised here

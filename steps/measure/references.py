@@ -11,6 +11,12 @@ Every table of the ladder reads its steps against these, measured in the same ru
   model (``python -m steps.cublas --tune`` writes it). A size or GPU with no committed record
   gives no row (said once), not a failure.
 
+For 16-bit inputs (``--dtype fp16`` / ``bf16``, issue 47) the rows are that dtype's: ``cublas_fp16``
+/ ``cublas_bf16``, cublasGemmEx with A, B and C in the dtype and CUBLAS_COMPUTE_32F (the baseline
+of a 16-bit step's "% cuBLAS"), and ``dlight_fp16`` / ``dlight_bf16``, dlight's default schedule
+of the 16-bit base matmul. Each is held to the dtype's tolerance (dtypes.TOLERANCE). There is no
+TF32 row and no MetaSchedule database for them.
+
 cuBLAS runs in this process (CuPy); the TVM references go through the steps' worker process
 (``harness.KernelRunner.measure`` with a builder path), so a fault costs one row.
 """
@@ -24,7 +30,7 @@ from pathlib import Path
 from schedules.integration import references as tvm_refs
 
 from .. import results
-from . import harness
+from . import dtypes, harness
 
 SCHEMA = "references-1"
 
@@ -37,6 +43,7 @@ class Reference:
     tolerance: float
     builder: str | None = None  # "module:function" for TVM-built references; None: cuBLAS
     tf32: bool = False
+    dtype: str = "fp32"  # the inputs' (and for 16-bit, C's) dtype
 
 
 CUBLAS = Reference("cublas", "cuBLAS fp32 (TF32 off)", "fp32", harness.TOLERANCE)
@@ -46,16 +53,42 @@ DLIGHT = Reference("dlight", "TVM dlight (default schedule)", "fp32", harness.TO
 METASCHEDULE = Reference("metaschedule", "TVM MetaSchedule (tuned)", "fp32", harness.TOLERANCE,
                          "schedules.integration.references:build_metaschedule")
 ALL = (CUBLAS, CUBLAS_TF32, DLIGHT, METASCHEDULE)
-BY_KEY = {r.key: r for r in ALL}
+# The rows of a 16-bit ladder: cuBLAS (fp32 compute) and dlight in that dtype.
+SIXTEEN_BIT = {
+    dtype: (Reference(f"cublas_{dtype}", f"cuBLAS {dtype} (fp32 sum)", dtype, dtypes.TOLERANCE[dtype], dtype=dtype),
+            Reference(f"dlight_{dtype}", f"TVM dlight {dtype} (default schedule)", dtype, dtypes.TOLERANCE[dtype],
+                      "schedules.integration.references:build_dlight", dtype=dtype))
+    for dtype in dtypes.SIXTEEN_BIT
+}
+KEYS = tuple(r.key for r in ALL)  # what --references / --only take (a 16-bit ladder maps them: for_dtype)
+BY_KEY = {r.key: r for r in ALL + tuple(r for refs in SIXTEEN_BIT.values() for r in refs)}
+
+
+def of_dtype(dtype: str) -> tuple:
+    """Every reference row of a `dtype` ladder, in table order."""
+    return ALL if dtype == "fp32" else SIXTEEN_BIT[dtypes.check(dtype)]
+
+
+def for_dtype(refs, dtype: str) -> list:
+    """The references chosen by fp32 key (``--references cublas,dlight``) as that dtype's rows:
+    cublas -> cublas_bf16, dlight -> dlight_bf16; those with no such row (cuBLAS TF32,
+    MetaSchedule) are dropped."""
+    if dtype == "fp32":
+        return list(refs)
+    keys = {r.key for r in refs}
+    return [r for r in SIXTEEN_BIT[dtypes.check(dtype)] if r.key.rsplit("_", 1)[0] in keys]
 
 
 # A TF32 step's "% cuBLAS" is of cuBLAS TF32 (baseline below), marked so in every table.
 TF32_MARK = "ᵀ"
 
 
-def baseline(step) -> Reference:
+def baseline(step, dtype: str = "fp32") -> Reference:
     """The cuBLAS a step is compared with: strict fp32, or TF32 for a reduced-precision step
-    (steps 12-13). 3xTF32 (step 14) is fp32-accurate, so its baseline is strict fp32."""
+    (steps 12-13). 3xTF32 (step 14) is fp32-accurate, so its baseline is strict fp32. For 16-bit
+    inputs, cuBLAS in that dtype (fp32 sum)."""
+    if dtype != "fp32":
+        return SIXTEEN_BIT[dtypes.check(dtype)][0]
     return CUBLAS_TF32 if step.precision == "tf32" else CUBLAS
 
 
@@ -64,9 +97,9 @@ def parse_keys(text: str) -> list[Reference]:
     if text.strip().lower() == "all":
         return list(ALL)
     keys = [k.strip() for k in text.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in BY_KEY]
+    unknown = [k for k in keys if k not in KEYS]
     if unknown or not keys:
-        raise ValueError(f"unknown reference {unknown[0] if unknown else text!r}; known: {', '.join(BY_KEY)}")
+        raise ValueError(f"unknown reference {unknown[0] if unknown else text!r}; known: {', '.join(KEYS)}")
     return [r for r in ALL if r.key in keys]
 
 
@@ -121,7 +154,8 @@ def measure(ref: Reference, size, runner, arch: str, gpu_name: str, repeat: int,
     if ref.builder is None:
         m = harness.Measurement(M, N, K)
         try:
-            timing, m.rel_err = harness.time_cublas(M, N, K, repeat=repeat, seed=seed, tf32=ref.tf32)
+            kw = {} if ref.dtype == "fp32" else {"dtype": ref.dtype}
+            timing, m.rel_err = harness.time_cublas(M, N, K, repeat=repeat, seed=seed, tf32=ref.tf32, **kw)
         except Exception as exc:
             m.error = harness._one_line(exc)
             return m
@@ -129,7 +163,9 @@ def measure(ref: Reference, size, runner, arch: str, gpu_name: str, repeat: int,
         return harness.check_error(m, ref.tolerance)
     config = str(metaschedule_dir(gpu_name)) if ref is METASCHEDULE else None
     try:
-        return runner.measure(ref.builder, M, N, K, arch, config)
+        if ref.dtype == "fp32":
+            return runner.measure(ref.builder, M, N, K, arch, config)
+        return runner.measure(ref.builder, M, N, K, arch, config, dtype=ref.dtype)
     except Exception as exc:
         return harness.Measurement(M, N, K, error=harness._one_line(exc))
 
@@ -140,12 +176,14 @@ def measure(ref: Reference, size, runner, arch: str, gpu_name: str, repeat: int,
 def document(measured: dict, env: dict, repeat: int, gpu_name: str) -> dict:
     """{(key, size): Measurement} -> the references.json document (rows that passed)."""
     refs = []
-    for ref in ALL:
+    for ref in BY_KEY.values():
         rows = [_row(m) for (key, _), m in measured.items() if key == ref.key and m.ok]
         if not rows:
             continue
         entry = {"key": ref.key, "label": label(ref, gpu_name), "precision": ref.precision,
                  "tolerance": ref.tolerance, "results": rows}
+        if ref.dtype != "fp32":
+            entry["dtype"] = ref.dtype
         if ref is METASCHEDULE:
             entry["tuning"] = metaschedule_info(gpu_name)
         refs.append(entry)
