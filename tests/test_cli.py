@@ -34,13 +34,13 @@ def test_help():
 # Each CLI lists the options it honours, and no others.
 HONOURED = {
     "steps.step4": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--explain",
-                     "--tuned-prior", "--full", "--compare", "--config"}, set()),
+                     "--tuned-prior", "--full", "--compare", "--config", "--dtype"}, set()),
     # --config changes one step's config: the ladder runs many steps, each at its tuned one.
     "steps": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--save", "--build-only", "--compare",
-               "--steps", "--references"}, {"--explain", "--tuned-prior", "--full", "--config"}),
+               "--steps", "--references", "--dtype"}, {"--explain", "--tuned-prior", "--full", "--config"}),
     "steps.sweep": ({"--sizes", "--shape", "--repeat", "--arch", "--step", "--top", "--workers", "--write",
                      "--dry-run", "--log", "--shapes", "--shape-file", "--candidates", "--from-log", "--resume",
-                     "--tracker", "--key", "--timeout", "--wait", "--confirm"},
+                     "--tracker", "--key", "--timeout", "--wait", "--confirm", "--dtype"},
                     {"--save", "--build-only", "--explain", "--compare", "--seed", "--rpc-target"}),
     "steps.cublas": ({"--sizes", "--shape", "--repeat", "--arch", "--seed", "--only", "--tune", "--trials",
                       "--tracker", "--key"},

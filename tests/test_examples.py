@@ -264,15 +264,15 @@ _real_build = schedules.build
 _built: dict = {}
 
 
-def _build_once(step, M, N, K, arch="sm_90", config=None, epilogue=None, fused=True):
-    """schedules.build, each (step, size, arch, config) compiled once in this process."""
+def _build_once(step, M, N, K, arch="sm_90", config=None, epilogue=None, fused=True, dtype="fp32"):
+    """schedules.build, each (step, size, arch, config, dtype) compiled once in this process."""
     if epilogue is not None:
         return _real_build(step, M, N, K, arch=arch, config=config, epilogue=epilogue, fused=fused)
     s = schedules.get_step(step)
-    cfg = s.default_config(M, N, K) if config is None else config
-    key = (s.number, M, N, K, arch, type(cfg).__name__, repr(cfg))
+    cfg = s.default_config(M, N, K, dtype) if config is None else config
+    key = (s.number, M, N, K, arch, type(cfg).__name__, repr(cfg), dtype)
     if key not in _built:
-        _built[key] = _real_build(step, M, N, K, arch=arch, config=cfg)
+        _built[key] = _real_build(step, M, N, K, arch=arch, config=cfg, **({} if dtype == "fp32" else {"dtype": dtype}))
     return _built[key]
 
 

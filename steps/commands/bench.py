@@ -102,7 +102,7 @@ def parser() -> argparse.ArgumentParser:
                    help="with --steps: also the row of schedules.fastest's pick per shape (the default run has it)")
     p.add_argument("--references", type=lambda text: references.keys_arg(text, allow_none=True), default=None,
                    metavar="KEYS", help=f"reference rows: cublas (default; the ratio's baseline), all, none, or "
-                                        f"a comma list of {', '.join(references.BY_KEY)}")
+                                        f"a comma list of {', '.join(references.KEYS)}")
     p.add_argument("--class", dest="classes", action="append", default=None, metavar="NAMES",
                    help="only these classes of the shape set, a comma list (repeatable; --list names them)")
     p.add_argument("--shapes", action="append", default=None, metavar="MxNxK,...",

@@ -73,26 +73,28 @@ def main(step_number: int, argv: list[str] | None = None) -> int:
     try:
         args = step_parser(prog, summary).parse_args(argv)
         check_run_options(args)
+        dtype = step.check_dtype(args.dtype)  # a step with no such form: its one line, exit 2
         sizes = requested_shapes(args)
         arch = pick_arch(prog, args.arch, timing=not (args.explain or args.build_only))
         step.build_arch(arch)  # the Hopper rungs on another arch: one line, before anything runs
         overrides = config_overrides(args)
-        configs = {size: _checked_config(step, *size, overrides=overrides) for size in sizes}
+        configs = {size: _checked_config(step, *size, overrides=overrides, dtype=dtype) for size in sizes}
         if args.compare is not None:
             return compare_step(step, args, arch)
         if args.explain:
             if len(sizes) > 1 and (args.sizes is not None or args.shape):  # not for the defaults
                 print(f"{prog}: note: --explain shows one problem, the first given: {_size(sizes[0])} "
                       f"(of {len(sizes)})", file=sys.stderr)
-            explain(step, sizes[0], configs[sizes[0]], arch, tuned_prior=args.tuned_prior, full=args.full)
+            explain(step, sizes[0], configs[sizes[0]], arch, tuned_prior=args.tuned_prior, full=args.full,
+                    dtype=dtype)
             return 0
         if args.build_only:
-            return build_only(step, sizes, configs, arch)
+            return build_only(step, sizes, configs, arch, dtype)
         if not harness.gpu_present():
             if args.save:
                 raise UsageError("--save needs a CUDA GPU and none was found")
             print(f"{prog}: no CUDA GPU found; building only (timing needs a GPU)", file=sys.stderr)
-            return build_only(step, sizes, configs, arch)
+            return build_only(step, sizes, configs, arch, dtype)
         return benchmark(step, sizes, configs, arch, args)
     except (UsageError, ConfigError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
@@ -103,19 +105,20 @@ def compare_step(step, args, arch: str) -> int:
     """``python -m steps.stepN --compare RESULTS``: time the step now at the saved sizes."""
     if args.save:
         raise UsageError("--compare does not save; run --save on its own once the change is final")
-    doc = compare.load_before(args.compare, step.number)
+    dtype = args.dtype
+    doc = compare.load_before(args.compare, step.number, dtype)
     given = args.sizes is not None or bool(args.shape)
     shapes = requested_shapes(args) if given else compare.saved_shapes(doc)
     overrides = config_overrides(args)
-    configs = {size: _checked_config(step, *size, overrides=overrides) for size in shapes}
+    configs = {size: _checked_config(step, *size, overrides=overrides, dtype=dtype) for size in shapes}
     if not harness.gpu_present():
         raise UsageError("--compare needs a CUDA GPU and none was found")
-    source = str(compare.results_file(args.compare, step.number))
+    source = str(compare.results_file(args.compare, step.number, dtype))
     runner = harness.KernelRunner(repeat=args.repeat, seed=args.seed)
     measured = {}
     try:
         for size in shapes:
-            measured[size] = (compare.measure_safely(runner, step, size, arch, configs[size]), configs[size])
+            measured[size] = (compare.measure_safely(runner, step, size, arch, configs[size], dtype), configs[size])
             print(f"  {_size(size)}: measured", file=sys.stderr, flush=True)
     finally:
         compare.close(runner)
@@ -125,10 +128,10 @@ def compare_step(step, args, arch: str) -> int:
     return EXIT_FAILED if any(c.bad for c in items) else 0
 
 
-def _checked_config(step, M, N, K, overrides: dict | None = None):
-    """The step's tuned config at M x N x K, with `overrides` (--config) set; validated, or a
-    one-line ConfigError that names the size."""
-    cfg = step.default_config(M, N, K)
+def _checked_config(step, M, N, K, overrides: dict | None = None, dtype: str = "fp32"):
+    """The step's tuned config at M x N x K (for `dtype` inputs), with `overrides` (--config) set;
+    validated, or a one-line ConfigError that names the size."""
+    cfg = step.default_config(M, N, K) if dtype == "fp32" else step.default_config(M, N, K, dtype)
     if overrides:
         names = [f.name for f in dataclasses.fields(step.Config)]
         unknown = [name for name in overrides if name not in names]
@@ -146,10 +149,26 @@ def _checked_config(step, M, N, K, overrides: dict | None = None):
 # --- no GPU: build and report resources ----------------------------------------------------
 
 
-def build_only(step, sizes, configs, arch) -> int:
+def prior_step(step, dtype: str = "fp32"):
+    """The step `step` is measured against: the one before it in the registry (None for the
+    first, whose prior is numpy); for 16-bit inputs, the one before it that has that dtype
+    (None for the first such step: it has no prior)."""
+    earlier = [s for s in schedules.STEPS if s.number < step.number and dtype in s.dtypes]
+    return earlier[-1] if earlier else None
+
+
+def prior_label(step, dtype: str = "fp32") -> str:
+    """How the prior column names step's prior."""
+    prior = prior_step(step, dtype)
+    if prior is not None:
+        return f"step {prior.number}"
+    return "numpy (CPU)" if dtype == "fp32" else f"none (the first {dtype} step)"
+
+
+def build_only(step, sizes, configs, arch, dtype: str = "fp32") -> int:
     built = step.build_arch(arch)
     print(f"step {step.number}: {step.name} ({step.idea}); arch {arch}"
-          + (f" (built for {built})" if built != arch else ""))
+          + (f" (built for {built})" if built != arch else "") + (f"; {dtype} inputs" if dtype != "fp32" else ""))
     have_nvcc = nvcc.available()
     header = f"{'size':>16}  {'threads':>7}  {'smem B':>7}  {'regs':>5}  {'spills':>6}  config"
     print(header)
@@ -158,7 +177,7 @@ def build_only(step, sizes, configs, arch) -> int:
     for size in sizes:
         cfg = configs[size]
         try:
-            lib = schedules.build(step, *size, arch=arch, config=cfg)
+            lib = schedules.build(step, *size, arch=arch, config=cfg, **_dtype_kw(dtype))
         except ConfigError:
             raise
         except Exception as exc:  # a TVM failure for a valid config: report it for this size
@@ -183,32 +202,40 @@ def build_only(step, sizes, configs, arch) -> int:
     return EXIT_FAILED if failed else 0
 
 
+def _dtype_kw(dtype: str) -> dict:
+    """schedules.build's / Step.schedule's keyword for `dtype`: none for fp32 (the call as before)."""
+    return {} if dtype == "fp32" else {"dtype": dtype}
+
+
 # --- --explain: what this step changed ---------------------------------------------------
 
 
-def explain(step, size, cfg, arch, tuned_prior: bool = False, full: bool = False) -> None:
+def explain(step, size, cfg, arch, tuned_prior: bool = False, full: bool = False, dtype: str = "fp32") -> None:
     """What the step adds, taught: its docstring, both configs, the TVMScript diff against its
-    prior, and the CUDA kernel with the helpers it calls; cut at EXPLAIN_LINES unless `full`."""
+    prior, and the CUDA kernel with the helpers it calls; cut at EXPLAIN_LINES unless `full`.
+    For 16-bit inputs the prior is the step before it with that dtype (prior_step), else the
+    unscheduled 16-bit matmul."""
     M, N, K = size
+    kw = _dtype_kw(dtype)
     lines = [f"# step {step.number}: {step.name} — {step.idea}"]
     lines += ["#"] + [f"# {line}".rstrip() for line in step.doc.strip().splitlines()] + ["#"]
-    lines.append(f"# {_size(size)}, arch {arch}")
+    lines.append(f"# {_size(size)}, arch {arch}" + (f", {dtype} inputs (C in {dtype}, fp32 sums)" if kw else ""))
     lines.append(f"# step {step.number} config: {_config_text(cfg)}")
     lines += own_pieces(step)
-    script = step.schedule(M, N, K, cfg).mod.script()
-    if step.number > 1:
-        prior = schedules.get_step(step.number - 1)
-        prior_cfg, how = prior_config(step, prior, cfg, size, arch, tuned=tuned_prior)
+    script = step.schedule(M, N, K, cfg, **kw).mod.script()
+    prior = prior_step(step, dtype)
+    if prior is not None:
+        prior_cfg, how = prior_config(step, prior, cfg, size, arch, tuned=tuned_prior, dtype=dtype)
         lines.append(f"# step {prior.number} config: {_config_text(prior_cfg)} ({how})")
-        before = prior.schedule(M, N, K, prior_cfg).mod.script()
+        before = prior.schedule(M, N, K, prior_cfg, **kw).mod.script()
         label = f"step {prior.number} ({prior.name})"
     else:
-        before = schedules.matmul(M, N, K).script()
-        label = "unscheduled matmul"
+        before = schedules.matmul(M, N, K, *([schedules.DTYPES[dtype]] if kw else [])).script()
+        label = "unscheduled matmul" + (f" ({dtype})" if kw else "")
     lines.append(f"# TVMScript diff against {label}")
     lines += difflib.unified_diff(before.splitlines(), script.splitlines(), label,
                                   f"step {step.number} ({step.name})", lineterm="", n=2)
-    lib = schedules.build(step, M, N, K, arch=arch, config=cfg)
+    lib = schedules.build(step, M, N, K, arch=arch, config=cfg, **kw)
     lines += ["", f"# CUDA kernel ({arch}), with the helper functions it calls"]
     lines += kernel_only(schedules.cuda_source(lib)).splitlines()
     if not full and len(lines) > EXPLAIN_LINES:
@@ -230,7 +257,7 @@ def own_pieces(step) -> list[str]:
     return lines
 
 
-def prior_config(step, prior, cfg, size, arch, tuned: bool = False):
+def prior_config(step, prior, cfg, size, arch, tuned: bool = False, dtype: str = "fp32"):
     """The config --explain builds `prior` with, and a few words saying which it is.
 
     By default `cfg` itself, cut down to the fields prior.Config has (each step's Config
@@ -240,7 +267,7 @@ def prior_config(step, prior, cfg, size, arch, tuned: bool = False):
     4096 threads), the prior's own tuned config; also where step.Config does not extend
     prior.Config (step 12's warp tiles for tensor cores after step 11's thread tiles: fields
     of one name, such as warp_m, mean different things there)."""
-    tuned_cfg = prior.default_config(*size)
+    tuned_cfg = prior.default_config(*size) if dtype == "fp32" else prior.default_config(*size, dtype)
     if tuned:
         return tuned_cfg, f"step {prior.number}'s own tuned config, --tuned-prior"
     if not issubclass(step.Config, prior.Config):
@@ -324,12 +351,13 @@ def _block_end(text: str, brace: int) -> int:
 
 
 def benchmark(step, sizes, configs, arch, args) -> int:
+    dtype = getattr(args, "dtype", "fp32")
     runner = harness.KernelRunner(repeat=args.repeat, seed=args.seed)
-    prior = schedules.get_step(step.number - 1) if step.number > 1 else None
-    prior_name = f"step {prior.number}" if prior else "numpy (CPU)"
+    prior = prior_step(step, dtype)
+    prior_name = prior_label(step, dtype)
     with_cublas = harness.cublas_available()
     env = harness.environment()
-    print(f"step {step.number}: {step.name} — {step.idea}")
+    print(f"step {step.number}: {step.name} — {step.idea}" + (f" ({dtype} inputs)" if dtype != "fp32" else ""))
     print(f"{env.get('gpu')} ({env.get('sm_count')} SMs, SM clock {env.get('sm_clock_mhz')} MHz, "
           f"driver {env.get('driver')}), TVM {env['tvm_version']}, arch {arch}; "
           f"median of {args.repeat} CUDA-event samples" + ("" if with_cublas else "; CuPy not installed: no cuBLAS column"))
@@ -340,16 +368,17 @@ def benchmark(step, sizes, configs, arch, args) -> int:
     rows = []
     for size in sizes:
         M, N, K = size
-        row = Row(size, runner.measure(step, M, N, K, arch, configs[size]), configs[size], prior_name)
+        row = Row(size, runner.measure(step, M, N, K, arch, configs[size], **_dtype_kw(dtype)), configs[size],
+                  prior_name)
         if prior is not None:
-            p = runner.measure(prior, M, N, K, arch, _checked_config(prior, M, N, K))
+            p = runner.measure(prior, M, N, K, arch, _checked_config(prior, M, N, K, dtype=dtype), **_dtype_kw(dtype))
             row.prior_gflops = p.gflops if p.ok else None
-        else:
+        elif dtype == "fp32":
             row.prior_gflops = harness.time_numpy(M, N, K, seed=args.seed).gflops(M, N, K)
         if with_cublas:
             from ..measure import references
 
-            c = references.measure(references.baseline(step), size, runner, arch, env.get("gpu"), args.repeat,
+            c = references.measure(references.baseline(step, dtype), size, runner, arch, env.get("gpu"), args.repeat,
                                    args.seed)
             row.cublas_gflops, row.cublas_host_bound = (c.gflops, c.host_bound) if c.ok else (None, None)
             if not c.ok:
@@ -358,7 +387,7 @@ def benchmark(step, sizes, configs, arch, args) -> int:
         m = row.measurement
         print(f"  {_size(size)}: " + (f"{m.gflops:.0f} GFLOPS" if m.gflops else f"failed ({m.error})"),
               file=sys.stderr, flush=True)
-    print(format_table(rows, tf32=step.precision == "tf32"))
+    print(format_table(rows, tf32=step.precision_of(dtype) == "tf32", dtype=dtype))
     failures = [r for r in rows if not r.measurement.ok]
     for r in failures:
         print(f"FAILED {_size(r.size)}: {r.measurement.error}", file=sys.stderr)
@@ -367,35 +396,39 @@ def benchmark(step, sizes, configs, arch, args) -> int:
         if failures:
             print("not saved: some sizes failed", file=sys.stderr)
         else:
-            path = results.step_path(args.results_dir, env["gpu"], step.number)
-            results.write_atomic(path, document(step, rows, env, args.repeat))
+            path = results.step_path(args.results_dir, env["gpu"], step.number, dtype)
+            results.write_atomic(path, document(step, rows, env, args.repeat, dtype))
             print(f"saved {path}")
     return EXIT_FAILED if failures else 0
 
 
-def document(step, rows, env, repeat) -> dict:
-    return {
+def document(step, rows, env, repeat, dtype: str = "fp32") -> dict:
+    from ..measure import references
+
+    precision = step.precision_of(dtype)
+    doc = {
         "schema": results.SCHEMA_VERSION,
         "step": step.number,
         "name": step.name,
         "idea": step.idea,
-        "precision": step.precision,
+        "precision": precision,
         "tensor_cores": step.tensor_cores,
-        # What "cublas_gflops" / "pct_cublas" are of: cuBLAS strict fp32, or TF32 for a TF32 step.
-        "baseline": "cublas_tf32" if step.precision == "tf32" else "cublas",
+        # What "cublas_gflops" / "pct_cublas" are of: cuBLAS strict fp32, or TF32 for a TF32 step,
+        # or cuBLAS in the inputs' dtype (fp32 sum) for a 16-bit run.
+        "baseline": references.baseline(step, dtype).key,
         "environment": env,
         "method": {
             "timer": "CUDA events: tvm time_evaluator (TVM), cupy.cuda.Event around cublasGemmEx calls "
                      "through CuPy's low-level binding (cuBLAS, TF32 off)",
             "statistic": "median of samples; each sample the mean of back-to-back launches (~1 ms)",
             "repeat": repeat,
-            "tolerance": harness.tolerance(step),
-            "precision": step.precision,
+            "tolerance": harness.tolerance(step, dtype),
+            "precision": precision,
             "host_bound": f"host time to submit one launch >= {harness.HOST_BOUND_FRACTION:g} x GPU time per launch",
             "flops": "2*M*N*K",
         },
         # Sizes where this step may be slower than its prior, with why (the step-over-step gate).
-        "expected_regression": results.expected_regressions(step.module),
+        "expected_regression": results.expected_regressions(step.module, dtype),
         "results": [
             {
                 "M": r.size[0], "N": r.size[1], "K": r.size[2],
@@ -416,9 +449,12 @@ def document(step, rows, env, repeat) -> dict:
             for r in rows
         ],
     }
+    if dtype != "fp32":  # fp32 files stay as they were: no key means fp32 (results.doc_dtype)
+        doc["dtype"] = dtype
+    return doc
 
 
-def format_table(rows: list[Row], tf32: bool = False) -> str:
+def format_table(rows: list[Row], tf32: bool = False, dtype: str = "fp32") -> str:
     header = (f"{'size':>16}  {'median ms':>9}  {'min-max ms':>17}  {'GFLOPS':>8}  "
               f"{'x prior':>8}  {'% cuBLAS':>8}  {'rel err':>8}  {'host us':>7}")
     lines = [header, "-" * len(header)]
@@ -442,6 +478,11 @@ def format_table(rows: list[Row], tf32: bool = False) -> str:
         if tf32:
             lines.append(f"TF32 (reduced precision): rel err held to {harness.TF32_TOLERANCE:g}, not 1e-5; "
                          "% cuBLAS is of cuBLAS TF32, its peer")
+        if dtype != "fp32":
+            from ..measure import dtypes
+
+            lines.append(f"{dtype} inputs, C in {dtype} (fp32 sums): rel err against the float64 product of the "
+                         f"{dtype} inputs, held to {dtypes.TOLERANCE[dtype]:g}; % cuBLAS is of cuBLAS {dtype}")
         if any(r.measurement.host_bound or r.cublas_host_bound for r in rows):
             lines.append(HOST_LEGEND)
     return "\n".join(lines)

@@ -45,15 +45,20 @@ class Comparison:
         return self.dropped or self.error is not None
 
 
-def results_file(path: Path, step_number: int) -> Path:
-    """RESULTS as given: a stepN.json, or a results/<gpu> folder that holds stepN.json."""
+def results_file(path: Path, step_number: int, dtype: str = "fp32") -> Path:
+    """RESULTS as given: a stepN.json, or a results/<gpu> folder that holds stepN.json (for 16-bit
+    inputs, in its <dtype>/ folder, unless RESULTS is that folder already)."""
     path = Path(path)
-    return path / f"step{step_number}.json" if path.is_dir() else path
+    if not path.is_dir():
+        return path
+    if dtype != "fp32" and path.name != dtype:
+        path = results.dtype_dir(path, dtype)
+    return path / f"step{step_number}.json"
 
 
-def load_before(path: Path, step_number: int) -> dict:
+def load_before(path: Path, step_number: int, dtype: str = "fp32") -> dict:
     """The saved results to compare against; UsageError (exit 2) when they cannot be used."""
-    file = results_file(path, step_number)
+    file = results_file(path, step_number, dtype)
     if not file.exists():
         raise options.UsageError(f"--compare: {file} does not exist")
     try:
@@ -62,6 +67,8 @@ def load_before(path: Path, step_number: int) -> dict:
         raise options.UsageError(f"--compare: {file} is not a results file: {exc}") from None
     if doc["step"] != step_number:
         raise options.UsageError(f"--compare: {file} holds step {doc['step']}'s results, not step {step_number}'s")
+    if results.doc_dtype(doc) != dtype:
+        raise options.UsageError(f"--compare: {file} holds {results.doc_dtype(doc)} results, not {dtype}")
     return doc
 
 
@@ -124,10 +131,11 @@ def close(runner) -> None:
         stop()
 
 
-def measure_safely(runner, step, size, arch, config) -> harness.Measurement:
+def measure_safely(runner, step, size, arch, config, dtype: str = "fp32") -> harness.Measurement:
     """runner.measure, with anything it raises turned into a failed Measurement."""
     try:
-        return runner.measure(step, *size, arch, config)
+        return runner.measure(step, *size, arch, config) if dtype == "fp32" else \
+            runner.measure(step, *size, arch, config, dtype=dtype)
     except Exception as exc:  # ConfigError at build time, or anything unforeseen
         return harness.Measurement(*size, error=harness._one_line(exc))
 

@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     try:
         p = options.parser(PROG, __doc__.strip().splitlines()[0])
         p.add_argument("--only", type=references.keys_arg, default=list(references.ALL), metavar="KEYS",
-                       help=f"which references: all (default) or a comma list of {', '.join(references.BY_KEY)}")
+                       help=f"which references: all (default) or a comma list of {', '.join(references.KEYS)}")
         p.add_argument("--tune", action="store_true",
                        help="re-tune MetaSchedule for these sizes on this GPU first (minutes per size)")
         p.add_argument("--trials", type=options._positive, default=None,

@@ -11,6 +11,12 @@ is reported and the run goes on; the exit code is then 1, and ``--save`` writes 
 that step. Without a GPU the ladder is built only (one note on stderr), and ``--save`` is an
 error. Progress goes to stderr, one ``[n/total]`` line per kernel built or measured (as
 ``python -m steps.bench`` prints), the table to stdout. Bad input prints one line and exits 2.
+
+``--dtype fp16`` / ``bf16`` (issue 47) runs the 16-bit ladder: the steps that have that dtype
+(``Step.dtypes``), each one's "× prior" against the step before it that has it (the first has
+none), and the references of that dtype (cuBLAS with fp32 compute, the baseline of "% cuBLAS";
+dlight's default schedule). ``--steps`` naming a step without that dtype is bad input.
+``--save`` writes into results/<gpu>/<dtype>/ (steps/results/__init__.py).
 """
 
 from __future__ import annotations
@@ -83,24 +89,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=parse_steps, action="append", default=None, metavar="RANGE",
                    help="which steps: all (default), 7, 3-6 or 1,4,7 (repeatable)")
     p.add_argument("--references", type=lambda text: references.keys_arg(text, allow_none=True), default=list(references.ALL), metavar="KEYS",
-                   help=f"reference rows: all (default), none, or a comma list of {', '.join(references.BY_KEY)} "
+                   help=f"reference rows: all (default), none, or a comma list of {', '.join(references.KEYS)} "
                         "(cublas is the %% cuBLAS baseline)")
     return p
 
 
-def chosen_steps(ranges: list[list] | None) -> list:
-    """The steps of every --steps given (all without one), in the registry's order."""
+def chosen_steps(ranges: list[list] | None, dtype: str = "fp32") -> list:
+    """The steps of every --steps given (all without one), in the registry's order. For 16-bit
+    inputs, all means every step that has that dtype, and a step given that has not is a
+    ConfigError (its one line names the steps that have it)."""
     if not ranges:
-        return list(schedules.STEPS)
+        return [s for s in schedules.STEPS if dtype in s.dtypes]
     numbers = {s.number for steps in ranges for s in steps}
-    return [s for s in schedules.STEPS if s.number in numbers]
+    chosen = [s for s in schedules.STEPS if s.number in numbers]
+    if len(chosen) == len(schedules.STEPS):  # --steps all
+        return [s for s in chosen if dtype in s.dtypes]
+    for s in chosen:
+        s.check_dtype(dtype)
+    return chosen
 
 
-def prior_of(step):
-    """The step before `step` in the registry, or None for the first (its prior is numpy)."""
-    numbers = [s.number for s in schedules.STEPS]
-    index = numbers.index(step.number)
-    return schedules.STEPS[index - 1] if index > 0 else None
+def prior_of(step, dtype: str = "fp32"):
+    """The step before `step` in the registry, or None for the first (its prior is numpy); for
+    16-bit inputs the step before it that has that dtype (None for the first: no prior)."""
+    return cli.prior_step(step, dtype)
 
 
 def runnable_steps(steps: list, arch: str, prog: str = PROG) -> list:
@@ -117,10 +129,11 @@ def runnable_steps(steps: list, arch: str, prog: str = PROG) -> list:
     return kept
 
 
-def with_priors(steps: list) -> list:
+def with_priors(steps: list, dtype: str = "fp32") -> list:
     """The steps to measure: the requested ones and each one's prior, in the registry's order, so
     every × prior is same-run (a range adds its first step's prior; 1,4,7 adds 3 and 6)."""
-    wanted = {s.number for s in steps} | {p.number for p in map(prior_of, steps) if p is not None}
+    priors = (prior_of(s, dtype) for s in steps)
+    wanted = {s.number for s in steps} | {p.number for p in priors if p is not None}
     return [s for s in schedules.STEPS if s.number in wanted]
 
 
@@ -128,7 +141,8 @@ def with_priors(steps: list) -> list:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
-        steps = chosen_steps(args.steps)
+        dtype = args.dtype
+        steps = chosen_steps(args.steps, dtype)
         shapes = options.requested_shapes(args)
         if args.explain:
             raise options.UsageError("--explain is per step: python -m steps.stepN --explain")
@@ -137,18 +151,18 @@ def main(argv: list[str] | None = None) -> int:
         steps = runnable_steps(steps, arch)
         if args.save and args.compare is not None:
             raise options.UsageError("--compare does not save; run --save on its own")
-        measured_steps = steps if args.build_only else with_priors(steps)
-        configs = {(s.number, size): cli._checked_config(s, *size) for s in measured_steps for size in shapes}
+        measured_steps = steps if args.build_only else with_priors(steps, dtype)
+        configs = {(s.number, size): cli._checked_config(s, *size, dtype=dtype) for s in measured_steps for size in shapes}
         if args.build_only:
-            return build_only(steps, shapes, configs, arch)
+            return build_only(steps, shapes, configs, arch, dtype)
         if not harness.gpu_present():
             if args.save:
                 raise options.UsageError("--save needs a CUDA GPU and none was found")
             if args.compare is not None:
                 raise options.UsageError("--compare needs a CUDA GPU and none was found")
             print(f"{PROG}: no CUDA GPU found; building only (timing needs a GPU)", file=sys.stderr)
-            return build_only(steps, shapes, configs, arch)
-        before = _compare_docs(args.compare, steps) if args.compare is not None else None
+            return build_only(steps, shapes, configs, arch, dtype)
+        before = _compare_docs(args.compare, steps, dtype) if args.compare is not None else None
         return run(steps, shapes, configs, arch, args, before)
     except (options.UsageError, ConfigError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -169,7 +183,7 @@ class Built:
     error: str | None = None
 
 
-def build_all(steps, shapes, configs, arch, progress: Progress | None = None) -> list[Built]:
+def build_all(steps, shapes, configs, arch, progress: Progress | None = None, dtype: str = "fp32") -> list[Built]:
     """Build every step at every size; nvcc's resource reports run in parallel threads.
 
     TVM's build is fast (~0.1 s a kernel) and not thread-safe to rely on, so it stays serial;
@@ -199,7 +213,7 @@ def build_all(steps, shapes, configs, arch, progress: Progress | None = None) ->
                 item = Built(step, size, configs[(step.number, size)])
                 built.append(item)
                 try:
-                    lib = schedules.build(step, *size, arch=arch, config=item.config)
+                    lib = schedules.build(step, *size, arch=arch, config=item.config, **cli._dtype_kw(dtype))
                     source = schedules.cuda_source(lib)
                 except Exception as exc:
                     item.error = f"build failed: {harness._one_line(exc)}"
@@ -217,12 +231,14 @@ def build_all(steps, shapes, configs, arch, progress: Progress | None = None) ->
     return built
 
 
-def format_build_summary(built: list[Built], arch: str, have_nvcc: bool) -> str:
+def format_build_summary(built: list[Built], arch: str, have_nvcc: bool, dtype: str = "fp32") -> str:
     steps = list(dict.fromkeys(b.step.number for b in built))
     name_width = max([len(f"{b.step.number}. {b.step.name}") for b in built] + [4])
     header = (f"{'step':<{name_width}}  {'size':>16}  {'threads':>7}  {'smem B':>7}  {'regs':>5}  "
               f"{'spills':>6}  config")
-    lines = [f"ladder: {len(steps)} step{'s' if len(steps) != 1 else ''}, arch {arch}, built only (no timing)", header, "-" * len(header)]
+    inputs = f", {dtype} inputs" if dtype != "fp32" else ""
+    lines = [f"ladder: {len(steps)} step{'s' if len(steps) != 1 else ''}, arch {arch}{inputs}, built only (no timing)",
+             header, "-" * len(header)]
     last, dynamic = None, False
     for b in built:
         label = f"{b.step.number}. {b.step.name}" if b.step.number != last else ""
@@ -248,10 +264,10 @@ def format_build_summary(built: list[Built], arch: str, have_nvcc: bool) -> str:
     return "\n".join(lines)
 
 
-def build_only(steps, shapes, configs, arch) -> int:
+def build_only(steps, shapes, configs, arch, dtype: str = "fp32") -> int:
     started = time.monotonic()
-    built = build_all(steps, shapes, configs, arch)
-    print(format_build_summary(built, arch, nvcc.available()))
+    built = build_all(steps, shapes, configs, arch, dtype=dtype)
+    print(format_build_summary(built, arch, nvcc.available(), dtype))
     print(f"built {len(built)} kernels in {time.monotonic() - started:.1f} s")
     return options.EXIT_FAILED if any(b.error for b in built) else 0
 
@@ -282,16 +298,17 @@ def _outcome(m: harness.Measurement) -> str:
 
 
 def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None = None,
-                   refs=None, gpu_name: str | None = None):
+                   refs=None, gpu_name: str | None = None, dtype: str = "fp32"):
     """Time the references, then each step (and each one's prior) once per size.
 
     Returns (rows, measured_refs): rows maps (step number, size) to a cli.Row whose prior is
     the step before it measured here (numpy for the first step) and whose % cuBLAS is against
     the cuBLAS fp32 row of this run; measured_refs maps (reference key, size) to a Measurement
     (steps/measure/references.py; a reference that cannot run at a size has no entry, said once)."""
-    refs = list(references.ALL) if refs is None else list(refs)
-    measured_steps = with_priors(steps)
-    needs_numpy = prior_of(steps[0]) is None  # the first step's prior is numpy on the CPU
+    refs = references.for_dtype(list(references.ALL) if refs is None else list(refs), dtype)
+    measured_steps = with_priors(steps, dtype)
+    # The first step's prior is numpy on the CPU (fp32 only: a 16-bit ladder's first step has none).
+    needs_numpy = prior_of(steps[0], dtype) is None and dtype == "fp32"
     runnable = []
     for ref in refs:
         for size in shapes:
@@ -319,7 +336,7 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
 
         for step in measured_steps:
             for size in shapes:
-                m = compare.measure_safely(runner, step, size, arch, configs[(step.number, size)])
+                m = compare.measure_safely(runner, step, size, arch, configs[(step.number, size)], dtype)
                 measurements[(step.number, size)] = m
                 progress.report(f"step {step.number} {options._size(size)}", _outcome(m))
     finally:
@@ -327,16 +344,16 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
 
     rows: dict = {}
     for step in steps:
-        prior = prior_of(step)
+        prior = prior_of(step, dtype)
         for size in shapes:
             row = cli.Row(size, measurements[(step.number, size)], configs[(step.number, size)],
-                          f"step {prior.number}" if prior else "numpy (CPU)")
+                          cli.prior_label(step, dtype))
             if prior is None:
                 row.prior_gflops = numpy_gflops.get(size)
             else:
                 p = measurements[(prior.number, size)]
                 row.prior_gflops = p.gflops if p.ok else None
-            base = measured_refs.get((references.baseline(step).key, size))
+            base = measured_refs.get((references.baseline(step, dtype).key, size))
             if base is not None and base.ok:
                 row.cublas_gflops, row.cublas_host_bound = base.gflops, base.host_bound
             rows[(step.number, size)] = row
@@ -347,11 +364,14 @@ def _cell_gflops(m: harness.Measurement) -> str:
     return f"{m.gflops:.0f}" + (options.HOST_MARK if m.host_bound else "")
 
 
-def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name: str | None = None) -> str:
+def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name: str | None = None,
+                        dtype: str = "fp32") -> str:
     """One row per step; per size GFLOPS, × prior, % cuBLAS; then one row per reference timed.
 
-    A host-bound number carries options.HOST_MARK (and the legend is printed)."""
-    ref_rows = [r for r in references.ALL if any((r.key, s) in measured_refs for s in shapes)]
+    A host-bound number carries options.HOST_MARK (and the legend is printed). For 16-bit
+    inputs, the references and the % cuBLAS baseline are that dtype's."""
+    ref_rows = [r for r in references.of_dtype(dtype) if any((r.key, s) in measured_refs for s in shapes)]
+    cublas_key = references.CUBLAS.key if dtype == "fp32" else references.baseline(None, dtype).key
     labels = [f"{s.number}. {s.name}" for s in steps] + [references.label(r, gpu_name) for r in ref_rows]
     name_width = max(len(x) for x in labels + ["step"])
     cell = 27  # GFLOPS (9) + x prior (7) + % cuBLAS (7) + 2-space gaps
@@ -369,14 +389,15 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
                 continue
             flagged = flagged or bool(m.host_bound)
             speed = f"{r.speedup:.2f}x" if r.speedup else "-"
-            pct = f"{r.pct_cublas:.0f}%" + (references.TF32_MARK if step.precision == "tf32" else "") if r.pct_cublas else "-"
+            tf32 = step.precision_of(dtype) == "tf32"
+            pct = f"{r.pct_cublas:.0f}%" + (references.TF32_MARK if tf32 else "") if r.pct_cublas else "-"
             cells.append(f"  {_cell_gflops(m):>9}  {speed:>7}  {pct:>7}")
         lines.append(f"{f'{step.number}. {step.name}':<{name_width}}" + "".join(cells))
     for ref in ref_rows:
         cells = []
         for size in shapes:
             m = measured_refs.get((ref.key, size))
-            base = measured_refs.get((references.CUBLAS.key, size))
+            base = measured_refs.get((cublas_key, size))
             if m is None:
                 cells.append(f"  {'-':>9}{'':>18}")
             elif not m.ok:
@@ -387,9 +408,18 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
                 cells.append(f"  {_cell_gflops(m):>9}  {'':>7}  {pct:>7}")
         lines.append(f"{references.label(ref, gpu_name):<{name_width}}" + "".join(cells))
     first = rows[(steps[0].number, shapes[0])]
-    lines.append(f"x prior: against the step before, measured in this run (step {steps[0].number}'s: "
-                 f"{first.prior_name}); GFLOPS = 2*M*N*K / median time; % cuBLAS: of cuBLAS fp32 in this run")
-    if any(r.key == references.CUBLAS_TF32.key for r in ref_rows) or any(s.precision == "tf32" for s in steps):
+    if dtype != "fp32":
+        from ..measure import dtypes
+
+        lines.append(f"{dtype} inputs, C in {dtype} (fp32 sums), held to {dtypes.TOLERANCE[dtype]:g} against the "
+                     f"float64 product of the {dtype} inputs. x prior: against the step before that has {dtype}, "
+                     f"measured in this run (step {steps[0].number}'s: {first.prior_name}); GFLOPS = 2*M*N*K / median "
+                     f"time; % cuBLAS: of cuBLAS {dtype} (fp32 compute) in this run")
+    else:
+        lines.append(f"x prior: against the step before, measured in this run (step {steps[0].number}'s: "
+                     f"{first.prior_name}); GFLOPS = 2*M*N*K / median time; % cuBLAS: of cuBLAS fp32 in this run")
+    if dtype == "fp32" and (any(r.key == references.CUBLAS_TF32.key for r in ref_rows)
+                            or any(s.precision == "tf32" for s in steps)):
         lines.append(f"cuBLAS TF32 is reduced precision (tolerance {harness.TF32_TOLERANCE:g}, not 1e-5): "
                      f"the peer of the TF32 steps ({references.TF32_MARK}: % of cuBLAS TF32), never a baseline for fp32")
     if flagged:
@@ -399,13 +429,15 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
 
 def run(steps, shapes, configs, arch, args, before: dict | None = None) -> int:
     env = harness.environment()
-    print(f"{PROG}: steps {', '.join(str(s.number) for s in steps)} at {', '.join(map(options._size, shapes))}; "
+    dtype = getattr(args, "dtype", "fp32")
+    inputs = f" ({dtype} inputs)" if dtype != "fp32" else ""
+    print(f"{PROG}: steps {', '.join(str(s.number) for s in steps)}{inputs} at {', '.join(map(options._size, shapes))}; "
           f"{env.get('gpu')} ({env.get('sm_count')} SMs, driver {env.get('driver')}), TVM {env['tvm_version']}, "
           f"arch {arch}, median of {args.repeat} CUDA-event samples")
     started = time.monotonic()
     rows, measured_refs = measure_ladder(steps, shapes, configs, arch, args, refs=args.references,
-                                         gpu_name=env.get("gpu"))
-    print(format_ladder_table(steps, shapes, rows, measured_refs, env.get("gpu")))
+                                         gpu_name=env.get("gpu"), dtype=dtype)
+    print(format_ladder_table(steps, shapes, rows, measured_refs, env.get("gpu"), dtype))
     failed = [r for r in rows.values() if not r.measurement.ok]
     for (number, size), r in rows.items():
         if not r.measurement.ok:
@@ -422,12 +454,14 @@ def run(steps, shapes, configs, arch, args, before: dict | None = None) -> int:
 # --- --compare for the whole ladder -----------------------------------------------------------
 
 
-def _compare_docs(path: Path, steps) -> dict:
-    """--compare DIR for the ladder: the saved stepN.json of each requested step found there."""
+def _compare_docs(path: Path, steps, dtype: str = "fp32") -> dict:
+    """--compare DIR for the ladder: the saved stepN.json of each requested step found there
+    (for 16-bit inputs, in DIR/<dtype>/ unless DIR is that folder)."""
     path = Path(path)
     if not path.is_dir():
         raise options.UsageError(f"--compare: {path} is not a results folder (for one file use python -m steps.stepN)")
-    docs = {s.number: compare.load_before(path, s.number) for s in steps if (path / f"step{s.number}.json").exists()}
+    docs = {s.number: compare.load_before(path, s.number, dtype) for s in steps
+            if compare.results_file(path, s.number, dtype).exists()}
     if not docs:
         raise options.UsageError(f"--compare: {path} holds no stepN.json for steps {', '.join(str(s.number) for s in steps)}")
     return docs
@@ -459,7 +493,8 @@ CSV_FIELDS = ("gpu", "step", "name", "M", "N", "K", "gflops", "median_ms", "min_
 
 
 def ladder_csv(gpu_dir: Path) -> str:
-    """Every saved step × size in one CSV: the flat view of results/<gpu>/stepN.json."""
+    """Every saved step × size in one CSV: the flat view of results/<gpu>/stepN.json (or of a
+    16-bit ladder's results/<gpu>/<dtype>/stepN.json, whose operands have half fp32's bytes)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
     writer.writeheader()
@@ -468,6 +503,8 @@ def ladder_csv(gpu_dir: Path) -> str:
         for r in doc["results"]:
             M, N, K = r["M"], r["N"], r["K"]
             nbytes = roofline.global_bytes(M, N, K, r["config"], module)
+            if results.doc_dtype(doc) != "fp32":  # every term counts 4-byte elements: 2 for 16-bit
+                nbytes //= 2
             writer.writerow({
                 "gpu": doc["environment"]["gpu"], "step": doc["step"], "name": doc["name"],
                 "M": M, "N": N, "K": K, "gflops": _num(r["gflops"]), "median_ms": _num(r["median_ms"]),
@@ -501,7 +538,8 @@ def save(steps, shapes, rows, args, arch, measured_refs: dict | None = None) -> 
     from ..report import plot, table
 
     env = harness.environment()  # now that the GPU is warm: clocks under load
-    gpu_dir = Path(args.results_dir) / results.gpu_slug(env["gpu"])
+    dtype = getattr(args, "dtype", "fp32")
+    gpu_dir = results.dtype_dir(Path(args.results_dir) / results.gpu_slug(env["gpu"]), dtype)
     if measured_refs:
         doc = references.document(measured_refs, env, args.repeat, env["gpu"])
         if doc["references"]:
@@ -512,9 +550,18 @@ def save(steps, shapes, rows, args, arch, measured_refs: dict | None = None) -> 
         if not all(r.measurement.ok for r in step_rows):
             print(f"step {step.number} not saved: some sizes failed", file=sys.stderr)
             continue
-        path = results.step_path(args.results_dir, env["gpu"], step.number)
-        results.write_atomic(path, cli.document(step, step_rows, env, args.repeat))
+        path = results.step_path(args.results_dir, env["gpu"], step.number, dtype)
+        results.write_atomic(path, cli.document(step, step_rows, env, args.repeat, dtype))
         print(f"saved {path}")
+    if dtype != "fp32":
+        # A 16-bit ladder: its step files, references.json and ladder.csv in results/<gpu>/<dtype>/;
+        # machine.json and the plots are the fp32 ladder's. The README's table per dtype follows.
+        if results.load_gpu_dir(gpu_dir):
+            results.write_text_atomic(gpu_dir / "ladder.csv", ladder_csv(gpu_dir))
+            print(f"saved {gpu_dir / 'ladder.csv'}")
+        if Path(args.results_dir).resolve() == results.RESULTS_DIR.resolve():
+            print("README.md table updated" if table.update_readme() else "README.md table already up to date")
+        return
     try:
         bandwidth = roofline.measure_bandwidth(arch)
         print(f"global-memory bandwidth: {bandwidth['bandwidth_gbs']:.0f} GB/s ({bandwidth['method']})",

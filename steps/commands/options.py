@@ -116,9 +116,21 @@ def add_run_options(p, explain: bool = True) -> None:
         p.add_argument("--full", action="store_true",
                        help=f"with --explain: print everything (otherwise cut at {EXPLAIN_LINES} lines)")
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
+    add_dtype_option(p)
     p.add_argument("--compare", type=Path, default=None, metavar="RESULTS",
                    help="time the step now and show it beside RESULTS (a stepN.json or a results/<gpu> "
                         "folder): before, after, ratio; a drop over 15%% exits 1 (needs a GPU)")
+
+
+DTYPE_CHOICES = ("fp32", "fp16", "bf16")  # schedules.config.DTYPES' names
+
+
+def add_dtype_option(p) -> None:
+    """--dtype: the inputs' dtype (issue 47). fp16 and bf16 give C in that dtype, summed in fp32,
+    checked against the float64 product of the 16-bit inputs and timed against cuBLAS in that dtype."""
+    p.add_argument("--dtype", choices=DTYPE_CHOICES, default="fp32",
+                   help="the inputs' dtype: fp32 (default), or fp16 / bf16 (C in that dtype, fp32 sums; "
+                        "results in results/<gpu>/<dtype>/)")
 
 
 def config_override(text: str) -> dict[str, int]:

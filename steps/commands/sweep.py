@@ -83,7 +83,7 @@ import schedules  # noqa: E402
 from schedules import ConfigError  # noqa: E402
 
 from .. import results  # noqa: E402
-from ..measure import harness, rpc  # noqa: E402
+from ..measure import dtypes, harness, rpc  # noqa: E402
 from ..report.pipes import quiet_broken_pipe  # noqa: E402
 from . import options  # noqa: E402
 
@@ -153,14 +153,36 @@ def _init_worker(lock, scratch: str) -> None:
     schedules.lowering.nvrtc.precompile_headers()
 
 
+def job_config(cfg, dtype: str = "fp32") -> dict:
+    """A candidate as its job (and log) carries it: its fields, and for 16-bit inputs "dtype"
+    (a 16-bit config has it as a field; the job carries it either way, so a worker knows the
+    inputs' dtype from the job alone)."""
+    d = cfg.as_dict()
+    if dtype != "fp32":
+        d["dtype"] = dtype
+    return d
+
+
+def config_of(step, cfg_dict: dict):
+    """A job's config dict back as `step`'s Config ("dtype" kept where the Config has it)."""
+    names = {f.name for f in dataclasses.fields(step.Config)}
+    return step.Config.from_dict({k: v for k, v in cfg_dict.items() if k != "dtype" or k in names})
+
+
+def _dtype_kw(cfg_dict: dict) -> dict:
+    dtype = cfg_dict.get("dtype", "fp32")
+    return {} if dtype == "fp32" else {"dtype": dtype}
+
+
 def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) -> dict:
     M, N, K = size
     step = schedules.get_step(step_number)
-    cfg = step.Config.from_dict(cfg_dict)
+    cfg = config_of(step, cfg_dict)
+    dtype = cfg_dict.get("dtype", "fp32")
     out = {"M": M, "N": N, "K": K, "config": cfg_dict}
     started = time.monotonic()
     try:
-        lib = schedules.build(step, M, N, K, arch=arch, config=cfg)
+        lib = schedules.build(step, M, N, K, arch=arch, config=cfg, **_dtype_kw(cfg_dict))
         func = lib["main"]  # loading compiles the CUDA (NVRTC) here, outside the lock
     except Exception as exc:
         return {**out, "error": "build: " + harness._one_line(exc)}
@@ -172,8 +194,8 @@ def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) ->
         locked = time.monotonic()
         try:
             runner = harness.KernelRunner(repeat=repeat)
-            err = _check(runner, func, size)
-            timing = runner.time(lib, M, N, K)
+            err = _check(runner, func, size, dtype)
+            timing = runner.time(lib, M, N, K, dtype)
         except Exception as exc:
             # A CUDA fault poisons this process's context: report, then let the pool replace us.
             out["error"] = "run: " + harness._one_line(exc)
@@ -181,7 +203,7 @@ def _evaluate(step_number: int, size, cfg_dict: dict, arch: str, repeat: int) ->
             os._exit(3)
         out["measure_s"] = round(time.monotonic() - locked, 3)
     out.update(rel_err=err, median_ms=timing.median_ms, gflops=timing.gflops(M, N, K))
-    if not err <= harness.tolerance(step):
+    if not err <= harness.tolerance(step, dtype):
         out["error"] = f"wrong result: relative error {err:.3g}"
     return out
 
@@ -195,7 +217,9 @@ def _confirm(step_number: int, size, rows: list[dict], arch: str, repeat: int, r
     step = schedules.get_step(step_number)
     out = {"M": M, "N": N, "K": K}
     try:
-        libs = [schedules.build(step, M, N, K, arch=arch, config=step.Config.from_dict(r["config"])) for r in rows]
+        libs = [schedules.build(step, M, N, K, arch=arch, config=config_of(step, r["config"]), **_dtype_kw(r["config"]))
+                for r in rows]
+        dtype = rows[0]["config"].get("dtype", "fp32") if rows else "fp32"
         for lib in libs:
             lib["main"]  # loading compiles the CUDA (NVRTC) here, outside the lock
     except Exception as exc:
@@ -208,8 +232,9 @@ def _confirm(step_number: int, size, rows: list[dict], arch: str, repeat: int, r
             rng = np.random.default_rng()
             arg_sets = []
             for _ in range(harness.PLACEMENTS):  # the same inputs drawn again, at addresses of their own
-                a, b = harness.random_operands(M, N, K, rng)
-                arg_sets.append([runner._tensor(a), runner._tensor(b), runner._tensor(np.zeros((M, N), np.float32))])
+                a, b = harness.random_operands(M, N, K, rng, dtype)
+                arg_sets.append([runner._tensor(a, dtype), runner._tensor(b, dtype),
+                                 runner._tensor(dtypes.zeros((M, N), dtype), dtype)])
             timings = harness.alternating_timings([lib.mod for lib in libs], runner.dev, arg_sets, repeat, rounds)
         except Exception as exc:
             out["error"] = "run: " + harness._one_line(exc)
@@ -227,18 +252,19 @@ _operands: dict = {}
 OPERAND_CACHE = 2  # sizes whose inputs a worker keeps: jobs come shape by shape
 
 
-def _check(runner, func, size) -> float:
+def _check(runner, func, size, dtype: str = "fp32") -> float:
     """The harness's check, with this worker's random inputs and float64 reference computed
     once per size (the reference at 2048 costs more host time than the kernel); only the
     last OPERAND_CACHE sizes are kept, so a sweep over dozens of shapes stays in memory."""
     import numpy as np
 
-    if size not in _operands:
+    key = (size, dtype)
+    if key not in _operands:
         while len(_operands) >= OPERAND_CACHE:
             del _operands[next(iter(_operands))]
-        a, b = harness.random_operands(*size, np.random.default_rng())
-        _operands[size] = (runner._tensor(a), runner._tensor(b), a.astype(np.float64) @ b.astype(np.float64))
-    return runner.verify(func, *_operands[size])
+        a, b = harness.random_operands(*size, np.random.default_rng(), dtype)
+        _operands[key] = (runner._tensor(a, dtype), runner._tensor(b, dtype), dtypes.reference(a, b, dtype))
+    return runner.verify(func, *_operands[key], dtype)
 
 
 def _died(job: tuple, why: str) -> dict:
@@ -542,7 +568,7 @@ def _split_measured(size, cfgs: list[dict], measured: dict | None) -> tuple[list
 
 
 def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log, remote: rpc.Remote | None = None,
-          measured: dict | None = None, builds: BuildPool | None = None) -> dict:
+          measured: dict | None = None, builds: BuildPool | None = None, dtype: str = "fp32") -> dict:
     """The staged search at each size: {size: best result}. `remote`: measure on a tracker's
     servers, building in `builds` (started early) or a new BuildPool; `measured`: results a
     --log already holds (measured_in_log), not measured again."""
@@ -551,7 +577,7 @@ def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log, remo
     start = time.time()
     try:
         for size in sizes:
-            seeds, ranked, done = [step.default_config(*size)], [], set()
+            seeds, ranked, done = [_default_config(step, size, dtype)], [], set()
             for label, space in stages_of(step):
                 cfgs = []
                 for seed in seeds:
@@ -560,13 +586,13 @@ def sweep(step, sizes, arch: str, repeat: int, top: int, workers: int, log, remo
                         if key not in done:
                             done.add(key)
                             cfgs.append(c)
-                ranked = sorted(ranked + _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start, measured),
-                                key=lambda r: -r["gflops"])
-                seeds = [step.Config.from_dict(r["config"]) for r in ranked[:top]]
+                ranked = sorted(ranked + _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start, measured,
+                                                    dtype), key=lambda r: -r["gflops"])
+                seeds = [config_of(step, r["config"]) for r in ranked[:top]]
             if ranked:
                 best[size] = ranked[0]
                 print(f"best at {options._size(size)}: {ranked[0]['gflops'] / 1e3:.1f} TFLOPS "
-                      f"{options._config_text(step.Config.from_dict(ranked[0]['config']))}", flush=True)
+                      f"{options._config_text(config_of(step, ranked[0]['config']))}", flush=True)
             else:
                 print(f"no valid candidate ran at {options._size(size)}", flush=True)
     finally:
@@ -579,8 +605,12 @@ def stages_of(step) -> tuple:
     return HOPPER_STAGES if step.arch is not None else STAGES
 
 
-def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start, measured=None) -> list[dict]:
-    todo, resumed = _split_measured(size, [c.as_dict() for c in cfgs], measured)
+def _default_config(step, size, dtype: str = "fp32"):
+    return step.default_config(*size) if dtype == "fp32" else step.default_config(*size, dtype)
+
+
+def _run_stage(pool, step, size, cfgs, arch, repeat, label, log, start, measured=None, dtype: str = "fp32") -> list[dict]:
+    todo, resumed = _split_measured(size, [job_config(c, dtype) for c in cfgs], measured)
     if resumed:
         print(f"[{label} {options._size(size)}] {len(resumed)} of {len(cfgs)} candidates measured before (--resume)",
               file=sys.stderr, flush=True)
@@ -901,6 +931,7 @@ def parser(prog: str):
     options.add_problem_options(p)
     options.add_repeat_option(p, REPEAT)
     options.add_arch_option(p)
+    options.add_dtype_option(p)
     p.add_argument("--shapes", type=parse_shape_list, action="extend", default=[], metavar="MxNxK,...",
                    help="comma-separated shapes, e.g. 256x256x16384,2048x64x2048 (repeatable)")
     p.add_argument("--shape-file", type=Path, default=None, metavar="TOML",
@@ -981,7 +1012,14 @@ def main(argv=None) -> int:
         step = schedules.get_step(args.step)
         if step.number < 4:
             raise options.UsageError("steps 1-3 have nothing worth sweeping; give --step 4 or later")
+        dtype = step.check_dtype(args.dtype)  # a step with no such form: its one line, exit 2
         remote = _remote(args)
+        if dtype != "fp32" and remote is not None:
+            raise options.UsageError(f"--tracker checks fp32 inputs on its servers; a {dtype} sweep runs on the "
+                                     "local GPU (drop --tracker)")
+        if dtype != "fp32" and args.write:
+            raise options.UsageError(f"--write records fp32 configs in schedules/tuned/; a {dtype} sweep prints "
+                                     "and logs its best (--log) instead")
         if args.workers is None:
             args.workers = default_workers(remote is not None)
         if args.resume and args.log is None:
@@ -1025,7 +1063,7 @@ def main(argv=None) -> int:
             return _dry_run_shapes(step, sizes, arch, args.candidates)
         if args.dry_run:
             for size in sizes:
-                cfgs = candidates(step, *size, arch, stages_of(step)[0][1], step.default_config(*size))
+                cfgs = candidates(step, *size, arch, stages_of(step)[0][1], _default_config(step, size, dtype))
                 print(f"{options._size(size)}: {len(cfgs)} valid stage-1 (tile) candidates")
                 for c in cfgs:
                     print("  " + options._config_text(c))
@@ -1060,7 +1098,7 @@ def main(argv=None) -> int:
             best = sweep_shapes(step, sizes, arch, args.repeat, args.candidates, args.workers, log, sm_count,
                                 remote, measured, builds, rounds=args.confirm)
         else:
-            best = sweep(step, sizes, arch, args.repeat, args.top, args.workers, log, remote, measured, builds)
+            best = sweep(step, sizes, arch, args.repeat, args.top, args.workers, log, remote, measured, builds, dtype)
     finally:
         if builds is not None:
             builds.close()  # closed already with its sweep's pool, unless that was never made

@@ -15,6 +15,10 @@ the plot), the Nsight Compute cross-check (crosscheck.json) and fp32's special v
 GPU), so a ladder run on a second GPU does not blank them. Links in a block are relative to the
 document it is written into.
 
+Precision as an axis (issue 47): a GPU with 16-bit ladders (results/<gpu>/fp16/, bf16/) gets one
+more table per dtype below its fp32 one, each step against the step before it that has the dtype
+and against cuBLAS in that dtype; a dtype with no results shows nothing.
+
 A number the host-bound guard flagged carries †. Results saved before the guard existed
 (schema 1: cuBLAS timed through cupy.matmul) are shown with that said, and without % cuBLAS.
 """
@@ -230,7 +234,80 @@ def _newest_with(results_dir: Path, load):
 
 def render_one(results_dir: Path, slug: str, docs: list[dict], base: Path | None = None) -> str:
     gpu_dir = Path(results_dir) / slug
-    return render_gpu(docs, references.load(gpu_dir), gpu_dir, base)
+    return render_gpu(docs, references.load(gpu_dir), gpu_dir, base) + render_dtypes(gpu_dir, base)
+
+
+SIXTEEN_BIT_DOC = README.parent / "docs" / "sixteen-bit.md"
+
+
+def render_dtypes(gpu_dir: Path, base: Path | None = None) -> str:
+    """The 16-bit ladders' tables of one GPU (results/<gpu>/<dtype>/), each after a blank line;
+    '' where it has none. Links relative to `base` (the README's folder by default)."""
+    blocks = []
+    for dtype in results.DTYPE_DIRS:
+        folder = results.dtype_dir(gpu_dir, dtype)
+        docs = results.load_gpu_dir(folder) if folder.is_dir() else []
+        if docs:
+            blocks.append(render_dtype(docs, references.load(folder), dtype, _rel(SIXTEEN_BIT_DOC, base)))
+    return "".join("\n\n" + b for b in blocks)
+
+
+def render_dtype(docs: list[dict], ref_doc: dict | None, dtype: str, link: str = "docs/sixteen-bit.md") -> str:
+    """One 16-bit ladder as a table: each step's TFLOPS, × the step before it with `dtype` (same
+    run), % of cuBLAS in `dtype`; then that dtype's reference rows and their errors."""
+    from ..measure import dtypes
+
+    docs = sorted(docs, key=lambda d: d["step"])
+    sizes = sorted({(r["M"], r["N"], r["K"]) for d in docs for r in d["results"]})
+    env = docs[-1]["environment"]
+    base_key = references.baseline(None, dtype).key
+    lines = [f"**{dtype} inputs** ({env['gpu']}, measured {env['date'][:10]}): A and B in {dtype}, C in {dtype} "
+             f"summed in fp32. TFLOPS (median kernel time), × the step before it that has {dtype} (same run), "
+             f"% of cuBLAS {dtype} (fp32 compute) in the same run; relative error against the float64 product of "
+             f"the {dtype} inputs, held to {dtypes.TOLERANCE[dtype]:g} "
+             f"([sixteen-bit.md]({link})).", ""]
+    cols = " | ".join(f"{_size_name(s)}: TFLOPS | × prior | % cuBLAS" for s in sizes)
+    lines += [f"| step | {cols} | max rel err |", "|---|" + "---:|" * (3 * len(sizes)) + "---:|"]
+    flagged = False
+    expected: dict = {}
+    for d in docs:
+        cells, errors = [], []
+        for s in sizes:
+            row = results.row_for(d, *s)
+            speed = f"{row['speedup_vs_prior']:.2f}×" if row and row.get("speedup_vs_prior") else "–"
+            reason = results.expected_regression(d, *s) if row and (row.get("speedup_vs_prior") or 1) < 1 else None
+            if reason:
+                speed += EXPECTED_MARK
+                expected.setdefault(d["step"], reason)
+            pct = (f"{row['pct_cublas']:.0f}%" + (MARK if row.get("cublas_host_bound") else "")
+                   if row and row.get("pct_cublas") else "–")
+            flagged = flagged or bool(row and (row.get("host_bound") or row.get("cublas_host_bound")))
+            cells += [_tflops(row and row["gflops"], row and row.get("host_bound")), speed, pct]
+            if row and row.get("rel_err") is not None:
+                errors.append(row["rel_err"])
+        err = f"{max(errors):.1e}" if errors else "–"
+        lines.append(f"| {d['step']}. {d['name']} | " + " | ".join(cells) + f" | {err} |")
+    for ref in references.of_dtype(dtype):
+        if references.entry(ref_doc, ref.key) is None:
+            continue
+        cells, errors = [], []
+        for s in sizes:
+            row, base = references.row(ref_doc, ref.key, s), references.row(ref_doc, base_key, s)
+            pct = f"{100 * row['gflops'] / base['gflops']:.0f}%" if row and base else "–"
+            flagged = flagged or bool(row and row.get("host_bound"))
+            cells += [_tflops(row and row["gflops"], row and row.get("host_bound")), "", pct]
+            if row and row.get("rel_err") is not None:
+                errors.append(row["rel_err"])
+        err = f"{max(errors):.1e}" if errors else "–"
+        lines.append(f"| *{ref.label}* | " + " | ".join(cells) + f" | {err} |")
+    first = docs[0]
+    notes = [f"Step {first['step']}'s prior: {(first['results'][0].get('prior') or {}).get('name') or 'none'}."]
+    if flagged:
+        notes.append(f"{MARK} host-bound: the host's submission took at least 70% of the GPU time per launch.")
+    for step, reason in sorted(expected.items()):
+        notes.append(f"{EXPECTED_MARK} step {step}, slower than its prior by design: {reason}.")
+    lines += ["", " ".join(notes)]
+    return "\n".join(lines)
 
 
 def render(results_dir: Path = results.RESULTS_DIR, base: Path | None = None) -> str:
@@ -394,7 +471,8 @@ def _replace_block(text: str, begin: str, end: str, body: str, name: str) -> str
 def gpu_page(results_dir: Path, slug: str, docs: list[dict]) -> str:
 
     gpu_dir = Path(results_dir) / slug
-    body = render_gpu(docs, references.load(gpu_dir)) + plot_links(gpu_dir, relative_to=gpu_dir)
+    body = (render_gpu(docs, references.load(gpu_dir)) + plot_links(gpu_dir, relative_to=gpu_dir)
+            + render_dtypes(gpu_dir, gpu_dir))
     shapes_doc = shapes.load(gpu_dir)
     if shapes_doc is not None:
         body += "\n\n## The benchmark shape set\n\n" + shapes_summary(shapes_doc, gpu_dir, relative_to=gpu_dir)

@@ -23,6 +23,11 @@ regression gates refuse them like host-bound rows.
 
 ``expected_regression`` (size -> reason) is copied from the step module's
 ``EXPECTED_REGRESSION``; files written before it existed lack it and still load.
+
+Precision as an axis (issue 47): the fp32 ladder's files are ``results/<gpu>/stepN.json``,
+``references.json`` and ``ladder.csv``, as they always were; a 16-bit ladder's are the same
+names in a folder of its dtype, ``results/<gpu>/bf16/`` and ``results/<gpu>/fp16/``
+(``dtype_dir``). A 16-bit step file says ``"dtype": "bf16"``; a file without the key is fp32.
 """
 
 from __future__ import annotations
@@ -52,8 +57,26 @@ def gpu_slug(gpu_name: str) -> str:
     return slug or "unknown-gpu"
 
 
-def step_path(results_dir: Path, gpu_name: str, step_number: int) -> Path:
-    return Path(results_dir) / gpu_slug(gpu_name) / f"step{step_number}.json"
+DTYPE_DIRS = ("fp16", "bf16")  # results/<gpu>/<dtype>/: the 16-bit ladders' files
+
+
+def dtype_dir(gpu_dir: Path, dtype: str = "fp32") -> Path:
+    """Where a ladder of `dtype` inputs keeps its files: results/<gpu>/ for fp32, as before;
+    results/<gpu>/<dtype>/ for fp16 and bf16."""
+    if dtype == "fp32":
+        return Path(gpu_dir)
+    if dtype not in DTYPE_DIRS:
+        raise ResultsError(f"unknown dtype {dtype!r}")
+    return Path(gpu_dir) / dtype
+
+
+def doc_dtype(doc: dict) -> str:
+    """The inputs' dtype a step file was measured with (fp32 for files written before issue 47)."""
+    return doc.get("dtype", "fp32")
+
+
+def step_path(results_dir: Path, gpu_name: str, step_number: int, dtype: str = "fp32") -> Path:
+    return dtype_dir(Path(results_dir) / gpu_slug(gpu_name), dtype) / f"step{step_number}.json"
 
 
 def validate(doc: dict) -> dict:
@@ -196,9 +219,9 @@ def load_document(gpu_dir: Path, name: str, validate=lambda doc: doc) -> dict | 
     return validate(json.loads(path.read_text()))
 
 
-def committed(gpu_name: str, step_number: int, results_dir: Path = RESULTS_DIR) -> dict | None:
-    """The committed results of a step on this GPU model, or None if there are none."""
-    path = step_path(results_dir, gpu_name, step_number)
+def committed(gpu_name: str, step_number: int, results_dir: Path = RESULTS_DIR, dtype: str = "fp32") -> dict | None:
+    """The committed results of a step on this GPU model (for `dtype` inputs), or None if there are none."""
+    path = step_path(results_dir, gpu_name, step_number, dtype)
     return load(path) if path.exists() else None
 
 
@@ -232,10 +255,18 @@ def size_key(M: int, N: int, K: int) -> str:
     return str(M) if M == N == K else f"{M}x{N}x{K}"
 
 
-def expected_regressions(module) -> dict[str, str]:
-    """A step module's EXPECTED_REGRESSION (size or (M, N, K) -> reason), keyed by size_key."""
+def regression_attribute(dtype: str = "fp32") -> str:
+    """The step module's name for its expected regressions with `dtype` inputs: EXPECTED_REGRESSION
+    for fp32 (against the step before it), EXPECTED_REGRESSION_BF16 / _FP16 for a 16-bit ladder
+    (against the step before it that has the dtype: another prior, so marks of its own)."""
+    return "EXPECTED_REGRESSION" if dtype == "fp32" else f"EXPECTED_REGRESSION_{dtype.upper()}"
+
+
+def expected_regressions(module, dtype: str = "fp32") -> dict[str, str]:
+    """A step module's EXPECTED_REGRESSION (size or (M, N, K) -> reason), keyed by size_key; for
+    16-bit inputs its EXPECTED_REGRESSION_<DTYPE> (regression_attribute)."""
     out = {}
-    for size, reason in getattr(module, "EXPECTED_REGRESSION", {}).items():
+    for size, reason in getattr(module, regression_attribute(dtype), {}).items():
         key = size_key(*size) if isinstance(size, tuple) else size_key(size, size, size)
         out[key] = str(reason)
     return out
@@ -245,9 +276,10 @@ def expected_regression(doc: dict, M: int, N: int, K: int, module=None) -> str |
     """Why this step is allowed to be slower than its prior at M x N x K, or None.
 
     The committed file's ``expected_regression`` decides; a file written before that field
-    existed falls back to the step module's EXPECTED_REGRESSION (when `module` is given)."""
+    existed falls back to the step module's EXPECTED_REGRESSION (when `module` is given; for a
+    16-bit file, the module's marks for its dtype)."""
     if "expected_regression" in doc:
         marks = doc["expected_regression"]
     else:
-        marks = expected_regressions(module) if module is not None else {}
+        marks = expected_regressions(module, doc_dtype(doc)) if module is not None else {}
     return marks.get(size_key(M, N, K))
