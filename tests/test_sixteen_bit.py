@@ -80,6 +80,16 @@ def test_operands_are_16_bit_values_and_the_reference_is_their_exact_product(dty
     assert ref[2, 3] == sum(a64[2, k] * b64[k, 3] for k in range(5))  # each product of 16-bit values is exact
 
 
+def test_rows_given_one_seed_draw_the_same_inputs():
+    seed = harness.shared_seed(5, (64, 32, 16))
+    assert seed == harness.shared_seed(5, (64, 32, 16)) != harness.shared_seed(5, (64, 32, 17))
+    # the worker's check (KernelRunner(seed=...).rng, first draw) and time_cublas's (a new generator)
+    a1, b1 = harness.random_operands(64, 32, 16, np.random.default_rng(seed), "bf16")
+    a2, b2 = harness.random_operands(64, 32, 16, np.random.default_rng(seed), "bf16")
+    assert np.array_equal(a1, a2) and np.array_equal(b1, b2)
+    assert harness.shared_seed(None, (1, 1, 1)) != harness.shared_seed(None, (1, 1, 1))  # fresh without --seed
+
+
 def test_fp32_operands_are_unchanged():
     a, b = harness.random_operands(4, 3, 2, np.random.default_rng(7))
     again = np.random.default_rng(7)
@@ -349,9 +359,12 @@ class FakeRunner:
     def __init__(self, repeat=30, seed=None):
         pass
 
-    def measure(self, step, M, N, K, arch, config=None, dtype="fp32"):
+    seeds: list = []
+
+    def measure(self, step, M, N, K, arch, config=None, dtype="fp32", seed=None):
         number = step if isinstance(step, str) else step.number
         FakeRunner.calls.append((number, M, dtype))
+        FakeRunner.seeds.append((M, seed))
         gflops = 500.0 if isinstance(step, str) else 1000.0 * step.number
         return _timed(M, gflops)
 
@@ -361,7 +374,7 @@ class FakeRunner:
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    FakeRunner.calls = []
+    FakeRunner.calls, FakeRunner.seeds = [], []
     env = {"gpu": "NVIDIA Fake G100", "date": "2026-12-01T00:00:00+00:00", "tvm_version": "0.27",
            "sm_count": 100, "compute_capability": "9.0", "sm_clock_mhz": "1500", "driver": "1.0"}
     cublas = []
@@ -373,6 +386,7 @@ def fake_gpu(monkeypatch):
 
     def time_cublas(M, N, K, repeat=30, seed=None, tf32=False, dtype="fp32"):
         cublas.append((M, tf32, dtype))
+        FakeRunner.seeds.append((M, seed))
         return harness.Timing(1.0, 1.0, 1.0, 1, 1, 1.0), 2e-3
 
     monkeypatch.setattr(harness, "time_cublas", time_cublas)
@@ -388,6 +402,9 @@ def test_a_bf16_ladder_measures_its_steps_priors_and_references_and_saves_beside
     # step 5 and its bf16 prior (3, not 4), dlight in bf16; cuBLAS bf16 once (no TF32 row)
     assert FakeRunner.calls == [(references.DLIGHT.builder, 256, "bf16"), (3, 256, "bf16"), (5, 256, "bf16")]
     assert fake_gpu == [(256, False, "bf16")]
+    # every row of the size on the same inputs: one seed, cuBLAS's included
+    assert len(FakeRunner.seeds) == 4 and len({seed for _, seed in FakeRunner.seeds}) == 1
+    assert FakeRunner.seeds[0][1] is not None
     gpu_dir = tmp_path / "nvidia-fake-g100"
     assert sorted(p.name for p in gpu_dir.iterdir()) == ["bf16"]  # nothing of the fp32 ladder's
     assert sorted(p.name for p in (gpu_dir / "bf16").iterdir()) == ["ladder.csv", "references.json", "step5.json"]
@@ -402,6 +419,9 @@ def test_a_bf16_ladder_measures_its_steps_priors_and_references_and_saves_beside
     assert any(line.startswith("5. registers") and "1.67x" in line for line in lines)
     assert any(line.startswith("cuBLAS bf16 (fp32 sum)") for line in lines)
     assert any("held to 0.005" in line and "step before that has bf16" in line for line in lines)
+    assert any(line.startswith("rel err at 256x256x256 (same inputs): step 5 1.0e-03, cuBLAS bf16 (fp32 sum) 2.0e-03")
+               for line in lines)
+    assert results.row_for(doc, 256, 256, 256)["cublas_rel_err"] == 2e-3
 
 
 def test_a_bf16_step_run_compares_with_its_bf16_prior_and_cublas(sixteen_bit_steps, fake_gpu, tmp_path, capsys):
@@ -411,6 +431,8 @@ def test_a_bf16_step_run_compares_with_its_bf16_prior_and_cublas(sixteen_bit_ste
     assert [c for c in FakeRunner.calls if c[0] != references.DLIGHT.builder] == [(5, 256, "bf16"), (3, 256, "bf16")]
     assert fake_gpu == [(256, False, "bf16")]
     assert "bf16 inputs, C in bf16" in out and "% cuBLAS is of cuBLAS bf16" in out
+    assert "cuBLAS bf16's rel err on the same inputs: 256x256x256 2.0e-03" in out
+    assert len({seed for _, seed in FakeRunner.seeds}) == 1  # step, prior, cuBLAS: the same inputs
     doc = results.load(tmp_path / "nvidia-fake-g100" / "bf16" / "step5.json")
     assert doc["method"]["tolerance"] == 5e-3 and doc["baseline"] == "cublas_bf16"
     # the first bf16 step has no prior, and no numpy

@@ -41,6 +41,7 @@ class Row:
     prior_gflops: float | None = None
     cublas_gflops: float | None = None  # the step's cuBLAS baseline at this size, this run (fp32 or TF32)
     cublas_host_bound: bool | None = None
+    cublas_rel_err: float | None = None  # 16-bit runs: cuBLAS's error on the step's own inputs
 
     @property
     def speedup(self) -> float | None:
@@ -368,10 +369,12 @@ def benchmark(step, sizes, configs, arch, args) -> int:
     rows = []
     for size in sizes:
         M, N, K = size
-        row = Row(size, runner.measure(step, M, N, K, arch, configs[size], **_dtype_kw(dtype)), configs[size],
-                  prior_name)
+        # 16-bit: the step, its prior and cuBLAS checked on the same inputs (one seed for the size)
+        seed = harness.shared_seed(args.seed, size) if dtype != "fp32" else args.seed
+        kw = {} if dtype == "fp32" else {"dtype": dtype, "seed": seed}
+        row = Row(size, runner.measure(step, M, N, K, arch, configs[size], **kw), configs[size], prior_name)
         if prior is not None:
-            p = runner.measure(prior, M, N, K, arch, _checked_config(prior, M, N, K, dtype=dtype), **_dtype_kw(dtype))
+            p = runner.measure(prior, M, N, K, arch, _checked_config(prior, M, N, K, dtype=dtype), **kw)
             row.prior_gflops = p.gflops if p.ok else None
         elif dtype == "fp32":
             row.prior_gflops = harness.time_numpy(M, N, K, seed=args.seed).gflops(M, N, K)
@@ -379,8 +382,9 @@ def benchmark(step, sizes, configs, arch, args) -> int:
             from ..measure import references
 
             c = references.measure(references.baseline(step, dtype), size, runner, arch, env.get("gpu"), args.repeat,
-                                   args.seed)
+                                   seed)
             row.cublas_gflops, row.cublas_host_bound = (c.gflops, c.host_bound) if c.ok else (None, None)
+            row.cublas_rel_err = c.rel_err if c.ok else None
             if not c.ok:
                 print(f"cuBLAS failed at {_size(size)}: {c.error}", file=sys.stderr)
         rows.append(row)
@@ -451,6 +455,8 @@ def document(step, rows, env, repeat, dtype: str = "fp32") -> dict:
     }
     if dtype != "fp32":  # fp32 files stay as they were: no key means fp32 (results.doc_dtype)
         doc["dtype"] = dtype
+        for row, r in zip(doc["results"], rows):  # cuBLAS's error on the same inputs, beside the step's
+            row["cublas_rel_err"] = r.cublas_rel_err
     return doc
 
 
@@ -483,6 +489,9 @@ def format_table(rows: list[Row], tf32: bool = False, dtype: str = "fp32") -> st
 
             lines.append(f"{dtype} inputs, C in {dtype} (fp32 sums): rel err against the float64 product of the "
                          f"{dtype} inputs, held to {dtypes.TOLERANCE[dtype]:g}; % cuBLAS is of cuBLAS {dtype}")
+            errs = [f"{_size(r.size)} {r.cublas_rel_err:.1e}" for r in rows if r.cublas_rel_err is not None]
+            if errs:
+                lines.append(f"cuBLAS {dtype}'s rel err on the same inputs: " + ", ".join(errs))
         if any(r.measurement.host_bound or r.cublas_host_bound for r in rows):
             lines.append(HOST_LEGEND)
     return "\n".join(lines)

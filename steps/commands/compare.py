@@ -131,11 +131,12 @@ def close(runner) -> None:
         stop()
 
 
-def measure_safely(runner, step, size, arch, config, dtype: str = "fp32") -> harness.Measurement:
-    """runner.measure, with anything it raises turned into a failed Measurement."""
+def measure_safely(runner, step, size, arch, config, dtype: str = "fp32", seed: int | None = None) -> harness.Measurement:
+    """runner.measure, with anything it raises turned into a failed Measurement. `seed` (16-bit
+    runs): the size's inputs, shared by its rows (harness.shared_seed)."""
     try:
         return runner.measure(step, *size, arch, config) if dtype == "fp32" else \
-            runner.measure(step, *size, arch, config, dtype=dtype)
+            runner.measure(step, *size, arch, config, dtype=dtype, seed=seed)
     except Exception as exc:  # ConfigError at build time, or anything unforeseen
         return harness.Measurement(*size, error=harness._one_line(exc))
 

@@ -324,9 +324,12 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
     measured_refs: dict = {}
     measurements: dict = {}
     numpy_gflops: dict = {}
+    # A 16-bit ladder checks every row of a size on the same inputs (one seed per size), so the
+    # steps' errors and cuBLAS's stand side by side; fp32's draw as before.
+    seeds = {size: harness.shared_seed(args.seed, size) for size in shapes} if dtype != "fp32" else {}
     try:
         for ref, size in runnable:
-            m = references.measure(ref, size, runner, arch, gpu_name, args.repeat, args.seed)
+            m = references.measure(ref, size, runner, arch, gpu_name, args.repeat, seeds.get(size, args.seed))
             measured_refs[(ref.key, size)] = m
             progress.report(f"{references.label(ref, gpu_name)} {options._size(size)}", _outcome(m))
 
@@ -336,7 +339,8 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
 
         for step in measured_steps:
             for size in shapes:
-                m = compare.measure_safely(runner, step, size, arch, configs[(step.number, size)], dtype)
+                m = compare.measure_safely(runner, step, size, arch, configs[(step.number, size)], dtype,
+                                           seeds.get(size))
                 measurements[(step.number, size)] = m
                 progress.report(f"step {step.number} {options._size(size)}", _outcome(m))
     finally:
@@ -356,6 +360,7 @@ def measure_ladder(steps, shapes, configs, arch, args, progress: Progress | None
             base = measured_refs.get((references.baseline(step, dtype).key, size))
             if base is not None and base.ok:
                 row.cublas_gflops, row.cublas_host_bound = base.gflops, base.host_bound
+                row.cublas_rel_err = base.rel_err
             rows[(step.number, size)] = row
     return rows, measured_refs
 
@@ -415,6 +420,13 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
                      f"float64 product of the {dtype} inputs. x prior: against the step before that has {dtype}, "
                      f"measured in this run (step {steps[0].number}'s: {first.prior_name}); GFLOPS = 2*M*N*K / median "
                      f"time; % cuBLAS: of cuBLAS {dtype} (fp32 compute) in this run")
+        for size in shapes:  # every row of a size checked on the same inputs: the errors side by side
+            errs = [f"step {s.number} {rows[(s.number, size)].measurement.rel_err:.1e}" for s in steps
+                    if rows[(s.number, size)].measurement.rel_err is not None]
+            errs += [f"{references.label(r, gpu_name)} {measured_refs[(r.key, size)].rel_err:.1e}" for r in ref_rows
+                     if (r.key, size) in measured_refs and measured_refs[(r.key, size)].rel_err is not None]
+            if errs:
+                lines.append(f"rel err at {options._size(size)} (same inputs): " + ", ".join(errs))
     else:
         lines.append(f"x prior: against the step before, measured in this run (step {steps[0].number}'s: "
                      f"{first.prior_name}); GFLOPS = 2*M*N*K / median time; % cuBLAS: of cuBLAS fp32 in this run")

@@ -145,6 +145,14 @@ def random_operands(M: int, N: int, K: int, rng: np.random.Generator, dtype: str
     return dtypes.random_operands(M, N, K, rng, dtype)
 
 
+def shared_seed(seed: int | None, size) -> int:
+    """The inputs' seed of every row at one size of a 16-bit run (each step, its prior, cuBLAS and
+    dlight in the dtype): drawn from `seed` and the size (--seed), or fresh; so their errors are
+    on the same inputs, side by side."""
+    rng = np.random.default_rng(None if seed is None else [seed, *size])
+    return int(rng.integers(2**63 - 1))
+
+
 def verify_on(dev, func, a, b, ref: np.ndarray, nan=None, dtype: str = "fp32") -> float:
     """Run func(a, b, C) on `dev` (local, or a server's over RPC) with C poisoned with NaN;
     the relative error of C against the float64 `ref`. `nan`: a NaN-filled tensor already on
@@ -308,21 +316,28 @@ class KernelRunner:
         timing.host_us = host_submit_us(lambda: func(*args), self.dev.sync, timing.median_ms)
         return timing
 
-    def measure(self, step, M: int, N: int, K: int, arch: str, config=None, dtype: str = "fp32") -> Measurement:
+    def measure(self, step, M: int, N: int, K: int, arch: str, config=None, dtype: str = "fp32",
+                seed: int | None = None) -> Measurement:
         """Build, check and time one step at one size; failures become `error`, not exceptions.
 
         `step` is a step number or ``schedules.Step``, or a ``"module:function"`` builder
         returning a compiled module for (M, N, K, arch, config) (tests build faulty kernels so).
         `dtype`: the inputs' (and, for 16-bit, C's); a builder is then called for that dtype.
+        `seed`: the inputs' (default: drawn from this runner's generator); the check's operands are
+        the first draw of ``random_operands`` from it, as ``time_cublas``'s with the same seed, so
+        rows given one seed are checked on the same inputs.
         A bad size, config, arch or dtype raises ConfigError, before any worker starts.
         """
         spec = _resolve(step, M, N, K, arch, config, dtype)
         if not self.isolate:
+            if seed is not None:
+                self.rng = np.random.default_rng(seed)
             return self._measure_here(spec, M, N, K, arch, config, dtype)
         if self._worker is None:
             self._worker = worker.Worker(self._worker_target or serve,
                                          timeout_s=self._timeout_s or worker.DEFAULT_TIMEOUT_S)
-        seed = int(self.rng.integers(2**63 - 1))  # fresh inputs per measurement, reproducible
+        if seed is None:
+            seed = int(self.rng.integers(2**63 - 1))  # fresh inputs per measurement, reproducible
         payload = (spec, M, N, K, arch, config, self.repeat, seed) + ((dtype,) if dtype != "fp32" else ())
         request = ("measure", payload)
         try:
