@@ -146,3 +146,22 @@ def test_16_bit_operands_reach_the_gpu_bit_for_bit():
     dev = tvm.cuda(0)
     bits = dtypes.bf16_bits(np.random.default_rng(0).uniform(-1, 1, (64, 64)).astype(np.float32))
     assert np.array_equal(dtypes.from_device(dtypes.to_device(tvm, bits, "bf16", dev), "bf16"), bits)
+
+
+@pytest.mark.parametrize("dtype", dtypes.SIXTEEN_BIT)
+def test_16_bit_special_values(dtype, arch):
+    """python -m steps.special --dtype's classes at 256^3: cuBLAS in the dtype puts inf and NaN
+    where the float64 product rounded to the dtype has them (the yardstick is what the suite says
+    it is), and every step with the dtype meets the contract on every class."""
+    if not harness.cublas_available():
+        pytest.skip("CuPy or cuBLAS not installed")
+    from steps.commands import special as command
+    from steps.measure import special as data
+    from steps.results import special
+
+    steps = [s for s in command.steps_of(dtype) if s.runs_on(arch)]
+    doc = command.run(steps, list(data.classes_for(dtype)), 256, command.DEFAULT_SEED, arch, progress=lambda _: None,
+                      dtype=dtype)
+    cublas = [r for r in doc["rows"] if r["impl"] == special.BASELINE]
+    assert all(r["error"] is None and r["pattern_equal"] for r in cublas), cublas
+    assert special.failures(doc) == []

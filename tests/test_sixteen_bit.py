@@ -438,3 +438,96 @@ def test_a_bf16_step_run_compares_with_its_bf16_prior_and_cublas(sixteen_bit_ste
     # the first bf16 step has no prior, and no numpy
     assert cli.main(2, ["--dtype", "bf16", "--sizes", "256"]) == 0
     assert "none (the first bf16 step)" in capsys.readouterr().out
+
+
+# --- 16-bit special values (python -m steps.special --dtype) -------------------------------------------
+
+
+def _correctly_rounded(a, b, dtype):
+    """What a correct 16-bit kernel returns: the exact product, summed (here in float64), rounded
+    once to the dtype."""
+    with np.errstate(all="ignore"):
+        return dtypes.from_float32(special_data.reference(a, b, dtype).astype(np.float32), dtype)
+
+
+from steps.measure import special as special_data  # noqa: E402
+from steps.commands import special as special_command  # noqa: E402
+from steps.results import special as special_results  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_each_16_bit_class_scores_a_correctly_rounded_output_as_correct(dtype):
+    for cls in special_data.classes_for(dtype):
+        a, b = special_data.operands(cls, 64, 3, dtype)
+        assert a.dtype == dtypes.STORAGE[dtype]
+        score = special_data.score(_correctly_rounded(a, b, dtype), special_data.reference(a, b, dtype), dtype)
+        assert score["pattern_equal"], cls.name
+        assert score["rel_err"] < 0.2, (cls.name, score)  # subnormal outputs keep few bits: ~0.1 at K = 64
+
+
+def test_16_bit_classes_reach_the_ends_of_their_range():
+    def rounded_ref(dtype, name):
+        cls = next(c for c in special_data.classes_for(dtype) if c.name == name)
+        a, b = special_data.operands(cls, 64, 3, dtype)
+        return a, b, special_data.rounded_reference(special_data.reference(a, b, dtype), dtype)
+
+    _, _, ref = rounded_ref("bf16", "scale 2^63")
+    assert 0 < np.isinf(ref).sum() < ref.size  # sums past bf16's (and fp32's) largest: inf, some
+    a, _, ref = rounded_ref("fp16", "fp16 max")
+    assert np.abs(dtypes.to_float64(a, "fp16")).max() == 65504.0 and 0 < np.isinf(ref).sum() < ref.size
+    _, _, ref = rounded_ref("fp16", "sums near 65504")
+    assert 0.2 < np.isinf(ref).mean() < 0.45
+    _, _, ref = rounded_ref("fp16", "scale 2^-10")
+    assert np.abs(ref).max() < 2.0**-14 and np.count_nonzero(ref) > 0.9 * ref.size  # fp16 subnormal outputs
+    a, _, _ = rounded_ref("fp16", "subnormal inputs")
+    assert 0 < np.abs(dtypes.to_float64(a, "fp16")).max() < 2.0**-14
+    _, _, ref = rounded_ref("bf16", "scale 2^-66")
+    assert np.abs(ref).max() < 2.0**-126 and np.count_nonzero(ref) > 0.9 * ref.size
+
+
+def test_a_16_bit_accumulator_or_a_flush_is_caught():
+    # fp16 max: a 16-bit accumulator overflows where an fp32 sum cancels exactly
+    cls = special_data.SIXTEEN_BIT_CLASSES["fp16"][0]
+    a, b = special_data.operands(cls, 64, 3, "fp16")
+    ref = special_data.reference(a, b, "fp16")
+    a64, b64 = dtypes.to_float64(a, "fp16"), dtypes.to_float64(b, "fp16")
+    acc = np.zeros(ref.shape, np.float16)
+    with np.errstate(all="ignore"):
+        for k in range(a.shape[1]):
+            acc = (acc.astype(np.float64) + np.outer(a64[:, k], b64[k])).astype(np.float16)
+    assert not special_data.score(acc, ref, "fp16")["pattern_equal"]
+    # subnormal outputs flushed to zero: the whole of the error
+    cls = next(c for c in special_data.SIXTEEN_BIT_CLASSES["fp16"] if c.name == "scale 2^-10")
+    a, b = special_data.operands(cls, 64, 3, "fp16")
+    flushed = np.zeros((64, 64), np.float16)
+    assert special_data.score(flushed, special_data.reference(a, b, "fp16"), "fp16")["rel_err"] == pytest.approx(1.0)
+
+
+def test_the_16_bit_suite_runs_end_to_end_with_fake_kernels(sixteen_bit_steps, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(harness, "gpu_present", lambda: True)
+    monkeypatch.setattr(harness, "gpu_arch", lambda: "sm_90")
+    monkeypatch.setattr(harness, "cublas_available", lambda: True)
+    monkeypatch.setattr(harness, "environment", lambda: {"gpu": "Test GPU", "date": "2026-11-28T00:00:00+00:00"})
+    monkeypatch.setattr(special_data, "run_cublas", lambda a, b, dtype="fp32": _correctly_rounded(a, b, dtype))
+    monkeypatch.setattr(special_data.StepKernels, "__init__", lambda self, arch: None)
+
+    def kernel(self, step, a, b, dtype="fp32"):
+        out = _correctly_rounded(a, b, dtype)
+        if step.number == 3:  # step 3 flushes subnormal outputs to zero
+            values = dtypes.to_float64(out, dtype)
+            out = np.where(np.abs(values) < 2.0**-126, np.uint16(0), out)
+        return out
+
+    monkeypatch.setattr(special_data.StepKernels, "run", kernel)
+    code = special_command.main(["--dtype", "bf16", "--size", "32", "--save", "--results-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == options.EXIT_FAILED  # step 3 misses
+    doc = json.loads((tmp_path / "test-gpu" / "bf16" / special_results.JSON_NAME).read_text())
+    assert doc["dtype"] == "bf16" and [c["name"] for c in doc["classes"]] == [
+        c.name for c in special_data.SIXTEEN_BIT_CLASSES["bf16"]]
+    assert [i["key"] for i in doc["implementations"]] == ["cublas", "step2", "step3", "step5"]
+    missed = {(r["impl"], r["class"]) for r in special_results.failures(doc)}
+    assert missed == {("step3", "scale 2^-66")}
+    assert all(r["error_floor"] == 5e-3 for r in doc["rows"])
+    assert "cuBLAS bf16" in out and "rounded to bf16" in out
+    assert not (tmp_path / "test-gpu" / special_results.JSON_NAME).exists()  # fp32's file untouched

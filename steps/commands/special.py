@@ -16,6 +16,13 @@ within 2x SGEMM's on the same data (or at most 1e-6) and its NaN / inf pattern i
 wherever SGEMM's is (steps/results/special.py). The table goes to stdout; the exit code is 1
 when a step misses on a class held to the contract. TF32 steps (12, 13) are reduced precision
 by design and not taken.
+
+``--dtype fp16`` / ``bf16`` (issue 47) runs the dtype's own classes (steps/measure/special.py:
+bf16's range near 2^120 and past fp32's largest, below its smallest normal; fp16's 65504 and the
+sums that overflow it, its subnormal outputs and inputs) on the steps that have the dtype, against
+cuBLAS in the dtype (fp32 compute): the same contract, with the dtype's tolerance as the floor and
+the NaN / inf pattern of the float64 product rounded to the dtype. ``--save`` writes
+results/<gpu>/<dtype>/special_values.json and .md (docs/measured.md's block stays fp32's).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import schedules
 from schedules import ConfigError
 
 from .. import results
-from ..measure import harness
+from ..measure import dtypes, harness
 from ..measure import special as data
 from ..report import special as report
 from ..report.pipes import quiet_broken_pipe
@@ -58,23 +65,32 @@ def parse_fp32_steps(text: str) -> list:
     return steps
 
 
-def parse_classes(text: str) -> list:
+def steps_of(dtype: str) -> list:
+    """The steps a run holds to the contract: the fp32-accurate ones, or those with a 16-bit form."""
+    return fp32_steps() if dtype == "fp32" else [s for s in schedules.STEPS if dtype in s.dtypes]
+
+
+def parse_classes(text: str, dtype: str = "fp32") -> list:
+    classes = data.classes_for(dtype)
     if text.strip().lower() == "all":
-        return list(data.CLASSES)
+        return list(classes)
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in data.BY_NAME]
+    unknown = [n for n in names if n not in {c.name for c in classes}]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown data class {unknown[0] if unknown else text!r}; "
-                                         "python -m steps.special --list names them")
-    return [c for c in data.CLASSES if c.name in names]
+        raise options.UsageError(f"unknown data class {unknown[0] if unknown else text!r}"
+                                 + (f" for {dtype}" if dtype != "fp32" else "")
+                                 + "; python -m steps.special --list names them")
+    return [c for c in classes if c.name in names]
 
 
 def parser() -> argparse.ArgumentParser:
     p = options.new_parser(PROG, __doc__.strip())
-    p.add_argument("--steps", type=parse_fp32_steps, default=None, metavar="RANGE",
-                   help="fp32-accurate steps to hold to the contract, as python -m steps --steps (default: all of them)")
-    p.add_argument("--classes", type=parse_classes, default=None, metavar="NAMES",
+    p.add_argument("--steps", type=_parse_steps, default=None, metavar="RANGE",
+                   help="fp32-accurate steps to hold to the contract, as python -m steps --steps (default: all of them; "
+                        "with --dtype, the steps that have it)")
+    p.add_argument("--classes", default=None, metavar="NAMES",
                    help="comma list of data classes (default: all; --list names them)")
+    options.add_dtype_option(p)
     p.add_argument("--size", type=lambda t: options._at_least(t, MIN_SIZE), default=DEFAULT_SIZE, metavar="N",
                    help=f"M = N = K of the square classes (default {DEFAULT_SIZE}, at least {MIN_SIZE})")
     p.add_argument("--seed", type=lambda t: options._at_least(t, 0), default=DEFAULT_SEED,
@@ -88,10 +104,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def format_list() -> str:
-    width = max(len(c.name) for c in data.CLASSES)
+def _parse_steps(text: str) -> list:
+    from .ladder import parse_steps
+
+    return parse_steps(text)
+
+
+def format_list(dtype: str = "fp32") -> str:
+    classes = data.classes_for(dtype)
+    width = max(len(c.name) for c in classes)
     lines = []
-    for c in data.CLASSES:
+    for c in classes:
         shape = "x".join(map(str, c.shape)) if c.shape else "size^3"
         lines.append(f"{c.name:<{width}}  {shape:<14}  {c.what}")
     return "\n".join(lines)
@@ -101,12 +124,19 @@ def format_list() -> str:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
+        dtype = args.dtype
         if args.list:
-            print(format_list())
+            print(format_list(dtype))
             return 0
-        steps = args.steps or fp32_steps()
-        classes = args.classes or list(data.CLASSES)
-        if args.save and (len(steps) != len(fp32_steps()) or len(classes) != len(data.CLASSES)):
+        if args.steps is not None and dtype == "fp32":
+            parse_fp32_steps(",".join(str(s.number) for s in args.steps))  # a TF32 step: one line
+        for s in args.steps or ():
+            s.check_dtype(dtype)  # a step without the dtype: the registry's one line
+        steps = args.steps or steps_of(dtype)
+        if not steps:
+            raise options.UsageError(f"no step has a {dtype} form")
+        classes = parse_classes(args.classes, dtype) if args.classes else list(data.classes_for(dtype))
+        if args.save and (len(steps) != len(steps_of(dtype)) or len(classes) != len(data.classes_for(dtype))):
             raise options.UsageError("--save records the whole contract: every fp32-accurate step and every class "
                                      "(drop --steps and --classes)")
         if not harness.gpu_present():
@@ -117,46 +147,56 @@ def main(argv: list[str] | None = None) -> int:
     except (options.UsageError, ConfigError, argparse.ArgumentTypeError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return options.EXIT_USAGE
-    doc = run(steps, classes, args.size, args.seed, arch)
+    doc = run(steps, classes, args.size, args.seed, arch, dtype=dtype)
     print(report.render(doc))
     if args.save:
         save(doc, args.results_dir)
     return options.EXIT_FAILED if special.failures(doc) else 0
 
 
-def run(steps, classes, size: int, seed: int, arch: str, progress=None) -> dict:
-    """Every class: one pair of operands, float64, cuBLAS SGEMM and each step on them, scored."""
+def run(steps, classes, size: int, seed: int, arch: str, progress=None, dtype: str = "fp32") -> dict:
+    """Every class: one pair of operands, float64, cuBLAS SGEMM (or cuBLAS in the 16-bit dtype) and
+    each step on them, scored."""
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     kernels = data.StepKernels(arch)
+    all_classes = data.classes_for(dtype)
+    # a 16-bit row is held to the dtype's tolerance at least (fp32's rows keep ERROR_FLOOR)
+    floor = {} if dtype == "fp32" else {"error_floor": dtypes.TOLERANCE[dtype]}
+    kw = {} if dtype == "fp32" else {"dtype": dtype}
     rows = []
     for cls in classes:
         # A class's operands depend on the seed and the class alone, not on which others run.
-        a, b = data.operands(cls, size, seed + data.CLASSES.index(cls))
-        ref = data.reference(a, b)
-        base = _scored(special.BASELINE, cls, lambda: data.run_cublas(a, b), ref)
-        rows.append({**base, "cublas_rel_err": base["rel_err"], "cublas_pattern_equal": base["pattern_equal"]})
+        a, b = data.operands(cls, size, seed + all_classes.index(cls), **kw)
+        ref = data.reference(a, b, **kw)
+        base = _scored(special.BASELINE, cls, lambda: data.run_cublas(a, b, **kw), ref, dtype)
+        rows.append({**base, "cublas_rel_err": base["rel_err"], "cublas_pattern_equal": base["pattern_equal"], **floor})
         for step in steps:
-            row = _scored(f"step{step.number}", cls, lambda: kernels.run(step, a, b), ref)
-            rows.append({**row, "cublas_rel_err": base["rel_err"], "cublas_pattern_equal": base["pattern_equal"]})
+            row = _scored(f"step{step.number}", cls, lambda: kernels.run(step, a, b, **kw), ref, dtype)
+            rows.append({**row, "cublas_rel_err": base["rel_err"], "cublas_pattern_equal": base["pattern_equal"],
+                         **floor})
         progress(f"  {cls.name}: cuBLAS {report.error_text(base['rel_err'])}; "
                  + ", ".join(f"step {s.number} {report.error_text(r['rel_err'])}" for s, r in zip(steps, rows[-len(steps):])))
-    return document(steps, classes, size, seed, rows)
+    return document(steps, classes, size, seed, rows, dtype)
 
 
-def _scored(impl: str, cls, compute, ref) -> dict:
+def _scored(impl: str, cls, compute, ref, dtype: str = "fp32") -> dict:
     try:
-        return {"impl": impl, "class": cls.name, **data.score(compute(), ref), "error": None}
+        return {"impl": impl, "class": cls.name, **data.score(compute(), ref, dtype), "error": None}
     except Exception as exc:  # a build or launch failure is this row's, and the run goes on
         return {"impl": impl, "class": cls.name, "rel_err": None, "pattern_equal": False, "nonfinite": None,
                 "ref_nonfinite": None, "error": harness._one_line(exc)}
 
 
-def document(steps, classes, size: int, seed: int, rows: list[dict]) -> dict:
-    impls = [{"key": special.BASELINE, "short": SHORT[special.BASELINE], "label": "cuBLAS SGEMM, strict fp32 "
-              "(cublasGemmEx, CUBLAS_COMPUTE_32F)"}]
+def document(steps, classes, size: int, seed: int, rows: list[dict], dtype: str = "fp32") -> dict:
+    if dtype == "fp32":
+        impls = [{"key": special.BASELINE, "short": SHORT[special.BASELINE], "label": "cuBLAS SGEMM, strict fp32 "
+                  "(cublasGemmEx, CUBLAS_COMPUTE_32F)"}]
+    else:
+        impls = [{"key": special.BASELINE, "short": f"cuBLAS {dtype}", "label": f"cuBLAS {dtype} "
+                  f"(cublasGemmEx, A, B and C in {dtype}, CUBLAS_COMPUTE_32F)"}]
     impls += [{"key": f"step{s.number}", "short": f"step {s.number}", "label": f"step {s.number}: {s.name}",
                "step": s.number, "tensor_cores": s.tensor_cores} for s in steps]
-    return {
+    doc = {
         "schema": special.SCHEMA,
         "environment": harness.environment(),
         "method": {
@@ -172,16 +212,28 @@ def document(steps, classes, size: int, seed: int, rows: list[dict]) -> dict:
         "implementations": impls,
         "rows": rows,
     }
+    if dtype != "fp32":
+        doc["dtype"] = dtype
+        doc["method"].update(
+            reference=f"float64 product of the same {dtype} operands (exact), IEEE inf / NaN rules",
+            rel_err=f"||C - C64|| / ||C64|| over the entries C64 rounded to {dtype} has finite; inf if C is NaN or "
+                    "inf at one",
+            pattern=f"NaN, +inf and -inf of C at exactly those of C64 rounded to {dtype} (inf past its largest)",
+            contract=f"rel_err <= max({special.ERROR_FACTOR:g} x cuBLAS {dtype}'s, {dtypes.TOLERANCE[dtype]:g}); "
+                     f"pattern equal wherever cuBLAS {dtype}'s is")
+    return doc
 
 
 def save(doc: dict, results_dir: Path) -> None:
     from ..report import table
 
     special.validate(doc)
-    gpu_dir = Path(results_dir) / results.gpu_slug(doc["environment"]["gpu"])
+    dtype = doc.get("dtype", "fp32")
+    gpu_dir = results.dtype_dir(Path(results_dir) / results.gpu_slug(doc["environment"]["gpu"]), dtype)
+    title = "fp32's special values" if dtype == "fp32" else f"{dtype}'s special values"
     results.write_json_atomic(gpu_dir / special.JSON_NAME, doc)
     print(f"saved {gpu_dir / special.JSON_NAME}")
-    results.write_text_atomic(gpu_dir / special.TABLE_NAME, f"# fp32's special values\n\n{report.render(doc)}\n")
+    results.write_text_atomic(gpu_dir / special.TABLE_NAME, f"# {title}\n\n{report.render(doc)}\n")
     print(f"saved {gpu_dir / special.TABLE_NAME}")
-    if Path(results_dir).resolve() == results.RESULTS_DIR.resolve():
+    if dtype == "fp32" and Path(results_dir).resolve() == results.RESULTS_DIR.resolve():
         print("docs/measured.md updated" if table.update_readme() else "docs/measured.md already up to date")
