@@ -41,6 +41,17 @@ like step 13 at 2048 and 15% above it at 4096, with no pipeline at all. The comm
 claimed) at 2048 / 4096, and 0.60x step 14 at 512 (expected regression, marked): 16 blocks of
 128 x 128 for 132 SMs, each waiting on every slice, plus the copy kernel's launch.
 
+fp16 and bf16 (``--dtype``): the same kernel on wgmma m64n128k16, a 128-byte row of a stage
+now 64 halves, so a slice is 64 k, still four wgmma; C rounded to the dtype in the store. B is
+copied transposed here too (16-bit wgmma could read it N-major: step 18 measures that).
+Prediction (made before the first 16-bit run, written down after it): a slice moves the same
+bytes and does twice the FLOP at twice the rate, so the same time per slice as TF32: about 2x
+TF32 step 15, ~400 TFLOP/s at 4096^3 less the copy, half of cuBLAS bf16. Measured (H100,
+2026-11-27, probe of the 16-bit rungs in one process, CUDA events, results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 354 / 391
+TFLOP/s bf16 and 355 / 405 fp16 at 4096^3 / 8192^3, 0.53x / 0.50x and 0.52x / 0.56x cuBLAS
+in the dtype; errors equal to cuBLAS's on the same inputs (1.66e-3 bf16, 2.07e-4 fp16: the
+store's rounding) at 512-4096 and 7 odd shapes.
+
 Run: python -m steps.step15   (builds for sm_90a; --build-only works without a GPU)
 """
 
@@ -56,7 +67,8 @@ NUMBER = 15
 TENSOR_CORES = True
 NAME = "wgmma (TF32)"
 IDEA = "warpgroup MMA from 128B-swizzled shared tiles that TMA loads; one buffer; B transposed by a copy kernel"
-PRECISION = "tf32"
+PRECISION = "tf32"  # for fp32 inputs; fp16 and bf16 inputs are their own precision
+DTYPES = ("fp32", "fp16", "bf16")
 ARCH = "sm_90a"
 Config = WgmmaConfig
 PASS_CONFIG: dict = {}
@@ -68,7 +80,7 @@ EXPECTED_REGRESSION = {
 }
 
 
-def default_config(M: int, N: int, K: int) -> WgmmaConfig:
+def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaConfig:
     return WgmmaConfig()
 
 
@@ -113,6 +125,6 @@ def one_buffer(p: Plan, load, multiply, store):
     return kernel
 
 
-def kernel(M: int, N: int, K: int, cfg: WgmmaConfig):
-    p = wgmma.plan(M, N, K, cfg)
+def kernel(M: int, N: int, K: int, cfg: WgmmaConfig, dtype: str = "fp32"):
+    p = wgmma.plan(M, N, K, cfg, dtype)
     return wgmma.prim_func(p, one_buffer(p, wgmma.load_stage(p), wgmma.multiply_stage(p), wgmma.store(p)))

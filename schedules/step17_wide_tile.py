@@ -19,6 +19,11 @@ run (2026-11-25, ``--save``): 11.7 / 62.0 / 229.4 / 282.9 TFLOP/s at 512 / 1024 
 No code of its own: the rung is step 16's kernel with a config, which is its idea (a tile of
 128 x 256 is the widest wgmma; the pieces do not change).
 
+fp16 and bf16: wgmma m64n256k16. Prediction (made before the first 16-bit run, written down
+after it): 1.1-1.15x step 16, ~500-570 TFLOP/s at 4096^3. Measured (H100, 2026-11-27,
+results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 496 / 624 bf16 and 489 / 612 fp16 at 4096^3 / 8192^3, 1.16x / 1.19x and 1.15x / 1.21x
+step 16, 0.74x / 0.80x and 0.72x / 0.85x cuBLAS in the dtype.
+
 Run: python -m steps.step17
 """
 
@@ -31,7 +36,8 @@ NUMBER = 17
 TENSOR_CORES = True
 NAME = "128 x 256 tiles"
 IDEA = "block_n 256: wgmma m64n256k8, each consumer 64 x 256; a third less traffic per FLOP"
-PRECISION = "tf32"
+PRECISION = "tf32"  # for fp32 inputs; fp16 and bf16 inputs are their own precision
+DTYPES = ("fp32", "fp16", "bf16")
 ARCH = "sm_90a"
 Config = WgmmaPipelineConfig
 PASS_CONFIG: dict = {}
@@ -42,9 +48,9 @@ EXPECTED_REGRESSION = dict.fromkeys(
 )
 
 
-def default_config(M: int, N: int, K: int) -> WgmmaPipelineConfig:
+def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaPipelineConfig:
     return WgmmaPipelineConfig(block_n=256)
 
 
-def kernel(M: int, N: int, K: int, cfg: WgmmaPipelineConfig):
-    return step16_kernel(M, N, K, cfg)
+def kernel(M: int, N: int, K: int, cfg: WgmmaPipelineConfig, dtype: str = "fp32"):
+    return step16_kernel(M, N, K, cfg, dtype)

@@ -52,6 +52,22 @@ The rung's own pieces, below: ``load_b_boxes`` (B's tile as TMA boxes of its row
 ``multiply_register_a`` (the fragments and the register-A wgmma) and ``store_transposed``,
 assembled with step 16's producer, consumer and kernel.
 
+fp16 and bf16 (``--dtype``): the same C^T = B^T A^T, the same loads and store, but B^T does not
+go through registers: 16-bit wgmma may read an operand MN-major (``trans_a`` = 1), so the
+shared operand A of the instruction is B's tile exactly as TMA stored it, one 64-n box per
+consumer (``multiply_transposed``; only the descriptor's stride between 8-k row groups, 1024
+bytes, is used: a 64-wide swizzle atom holds the consumer's 64 n). No fragment loads, no
+transposed copy. Prediction (made before the first 16-bit run, written down after it): the
+copy step 17 spends is ~8% of its time at 4096^3 (32 MB of bf16 read and written), so ~1.05-1.1x
+step 17, ~0.8x cuBLAS. Measured (H100, 2026-11-27, results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json, one process, three alternating
+rounds of every rung and cuBLAS): 689 / 744 TFLOP/s bf16 and 685 / 663 fp16 at 4096^3 /
+8192^3, 1.03x / 0.96x and 1.01x / 0.92x cuBLAS in the dtype (670 / 776 and 676 / 722), 1.39x /
+1.19x and 1.40x / 1.08x step 17: far more than the copy's share, not yet explained (the tiles
+are 256 x 128 here, 128 x 256 in step 17; the ncu comparison is to do). Errors equal to cuBLAS's
+on the same inputs at 512-4096 and on 1000 x 1500 x 700, 33 x 65 x 129, 257 x 130 x 95,
+1 x 4096 x 4096, 4097 x 33 x 1001, 300 x 5000 x 2000, 256 x 256 x 640, in both dtypes. The best
+16-bit rung of the ladder, past issue 47's bar (0.8x cuBLAS at 4096^3 and 8192^3).
+
 Run: python -m steps.step18
 """
 
@@ -68,14 +84,15 @@ NUMBER = 18
 TENSOR_CORES = True
 NAME = "register A (no copy of B)"
 IDEA = "C^T = B^T A^T: B^T fragments from registers (wgmma's register A), A from shared memory; no transposed copy"
-PRECISION = "tf32"
+PRECISION = "tf32"  # for fp32 inputs; fp16 and bf16 inputs are their own precision
+DTYPES = ("fp32", "fp16", "bf16")
 ARCH = "sm_90a"
 Config = WgmmaRegisterAConfig
 PASS_CONFIG: dict = {}
-PIECES = ("load_b_boxes", "multiply_register_a", "store_transposed")
+PIECES = ("load_b_boxes", "multiply_register_a", "multiply_transposed", "store_transposed")
 
 
-def default_config(M: int, N: int, K: int) -> WgmmaRegisterAConfig:
+def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaRegisterAConfig:
     return WgmmaRegisterAConfig()
 
 
@@ -142,12 +159,44 @@ def multiply_register_a(plan: Plan):
     return multiply
 
 
+# The B^T operand read MN-major (16-bit): a 64-wide swizzle atom holds a consumer's 64 n, so
+# only the stride between 8-k row groups (1024 bytes, in 16-byte units) is used; the leading
+# offset (between 64-wide atoms along n) gets the same value, which is also right should the
+# two be read the other way round.
+MN_MAJOR_LBO, MN_MAJOR_SBO = 64, 64
+
+
+def multiply_transposed(plan: Plan):
+    """A macro (fp16, bf16): wgmma reads B^T from shared memory as TMA stored it, N-major, through
+    a transposed descriptor (trans_a = 1, which 16-bit types have and TF32 lacks), and A's
+    K-major tile as the other shared operand: no fragment loads, no registers for B^T."""
+    BK, wg_k, stage_fl, A_fl, acc_n, mma, box = plan.BK, plan.wg_k, plan.stage_fl, plan.A_fl, plan.acc_n, plan.mma, plan.box_n
+
+    @T.macro
+    def multiply(smem, acc, frag, descA, descB, s, p, wg, warp, lane):
+        T.ptx.wgmma.fence.sync.aligned()
+        for kk in T.unroll(BK // wg_k):
+            # This consumer's 64 n are box `wg` of the stage's B tile; k step kk is 16 of its rows.
+            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descA[0]),
+                                                  T.address_of(smem[s * stage_fl + A_fl + wg * BK * box + kk * wg_k * box]),
+                                                  MN_MAJOR_LBO, MN_MAJOR_SBO, SWIZZLE_128B)
+            T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB[0]), T.address_of(smem[s * stage_fl + kk * wg_k]),
+                                                  DESC_LBO, DESC_SBO, SWIZZLE_128B)
+            T.ptx[mma](*[acc[i] for i in range(acc_n)], descA[0], descB[0], T.ptx.pred(True), 1, 1, 1, 0)
+        T.ptx.wgmma.commit_group.sync.aligned()
+
+    return multiply
+
+
 def store_transposed(plan: Plan):
     """A macro: the accumulator holds C^T; each register goes to its place in C, edges masked."""
     M, N, acc_n = plan.M, plan.N, plan.acc_n
 
+    settle = wgmma.settle(plan)
+
     @T.macro
     def write(C, acc, m0, n0, wg, warp, lane):
+        settle(acc)
         for i in T.unroll(acc_n // 4):
             for h in T.unroll(2):
                 for c in T.unroll(2):
@@ -157,7 +206,9 @@ def store_transposed(plan: Plan):
     return write
 
 
-def kernel(M: int, N: int, K: int, cfg: WgmmaRegisterAConfig):
-    p = wgmma.plan(M, N, K, cfg)
+def kernel(M: int, N: int, K: int, cfg: WgmmaRegisterAConfig, dtype: str = "fp32"):
+    p = wgmma.plan(M, N, K, cfg, dtype)
+    # B^T reaches wgmma from registers (TF32: no transpose) or through a transposed descriptor.
+    multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
     return wgmma.prim_func(p, warp_specialized(p, produce(p, load_b_boxes(p)),
-                                               consume(p, multiply_register_a(p), store_transposed(p))))
+                                               consume(p, multiply, store_transposed(p))))

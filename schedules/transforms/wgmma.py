@@ -76,14 +76,23 @@ SPLIT_BATCH = 4  # float4 loads in flight per splitting thread
 
 def _fix_noop_barrier_codegen() -> None:
     """TVM 0.27.0.post1's codegen of ``T.cuda.wgmma.noop_barrier`` reads ``reg.dtype``, which its
-    TensorLoad nodes lack (they carry ``.ty``): registered again here, reading ``.ty``."""
-    from tvm.backend.cuda.codegen.registry import CODEGEN_REGISTRY, register_codegen
+    TensorLoad nodes lack (they carry ``.ty``): registered again here, reading ``.ty``.
 
+    Its helper also takes the register by value (``ptx_wgmma_fence_float(float reg)``), so the
+    empty asm fences a copy and orders nothing that reads the register later. ``fence_operand``
+    (below) calls the same op with a second argument, which this codegen turns into a helper
+    taking the register by reference, as CUTLASS's ``warpgroup_fence_operand`` does."""
+    from tvm.backend.cuda.codegen.registry import CODEGEN_REGISTRY, register_codegen
+    from tvm.backend.cuda.codegen.schema import device_intrinsic
+
+    device_intrinsic("cuda_wgmma_fence_operand_float32", helper_name="ptx_wgmma_fence_operand",
+                     c_signature="(float& reg)", body='    asm volatile("" : "+f"(reg) :: "memory");')
     ops = {"uint32": "tirx.cuda_wgmma_noop_barrier_uint32", "float32": "tirx.cuda_wgmma_noop_barrier_float32"}
 
     @register_codegen("cuda_wgmma_noop_barrier")
-    def _noop_barrier(reg):
-        res = CODEGEN_REGISTRY[ops[str(reg.ty.dtype)]]([reg])
+    def _noop_barrier(reg, *by_reference):
+        op = "tirx.cuda_wgmma_fence_operand_float32" if by_reference else ops[str(reg.ty.dtype)]
+        res = CODEGEN_REGISTRY[op]([reg])
         return res[0] if isinstance(res, tuple) else res
 
 
@@ -237,6 +246,21 @@ class Plan:
         return self.cfg.threads
 
     @property
+    def in_flight(self) -> int:
+        """wgmma groups a consumer leaves running when it hands a stage back (wait_group's N).
+
+        TF32: 1, the previous slice's group is done, so its stage goes back while this slice's
+        wgmma run. 16-bit: 0. With 1, the 16-bit kernels of steps 16-18 were wrong on the H100
+        (2026-11-27, relative error 3e-2 to 1e-1 against 1.7e-3, wherever the ring wraps more
+        than twice: the first rows of a stage's n-side tile read after the next TMA into that
+        stage had begun), though the SASS is the TF32 kernel's with HGMMA.64xNx16.F32.BF16 for
+        HGMMA.64xNx8.F32.TF32 (WARPGROUP.DEPBAR.LE gsb0, 0x1 before the release in both);
+        releasing the stage two slices behind also fixed it. Why was not found (time-boxed;
+        docs/sixteen-bit.md). Waiting for all groups costs step 18 nothing at 4096^3 (698
+        against 664 TFLOP/s) and 4% at 8192^3 (665 against 691), measured in one process."""
+        return 0 if self.sixteen_bit else 1
+
+    @property
     def first(self) -> int:
         """The first consumer thread."""
         return WARPGROUP if self.cfg.producer else 0
@@ -365,8 +389,11 @@ def store(p: Plan):
     of the warpgroup's 64 x n tile."""
     M, N, acc_n = p.M, p.N, p.acc_n
 
+    settle_ = settle(p)
+
     @T.macro
     def write(C, acc, m0, n0, wg, warp, lane):
+        settle_(acc)
         for i in T.unroll(acc_n // 4):
             for h in T.unroll(2):
                 for c in T.unroll(2):
@@ -381,6 +408,31 @@ def store(p: Plan):
 def rounded(p: Plan, value):
     """An fp32 sum as C stores it: itself, or rounded to nearest in the 16-bit input dtype."""
     return value if p.dtype == "float32" else T.Cast(p.dtype, value)
+
+
+def fence_operand(reg):
+    """An empty asm that takes accumulator register `reg` by reference ("+f"): code after it
+    cannot read the register's value from before it."""
+    return tvm.tirx.call_intrin("", "tirx.cuda.wgmma_noop_barrier", reg, 1)
+
+
+def settle(p: Plan):
+    """A macro for a store's first lines: after the last wgmma.wait_group, fence every
+    accumulator register by reference (16-bit only). The 16-bit store first converts each
+    value to the dtype, arithmetic on registers that the compiler is free to move above the
+    wait's asm (its "memory" clobber orders memory, not registers), which would read a register
+    wgmma has not finished writing. The fp32 store's first use of a register is a store to
+    memory, which the clobber keeps below the wait: the TF32 kernels need no fence and stay as
+    measured."""
+    acc_n, sixteen = p.acc_n, p.sixteen_bit
+
+    @T.macro
+    def fence(acc):
+        if sixteen:
+            for i in T.unroll(acc_n):
+                T.evaluate(fence_operand(acc[i]))
+
+    return fence
 
 
 def init_barriers(p: Plan):

@@ -1,0 +1,106 @@
+"""The Hopper rungs in fp16 and bf16 (steps 15-18 with --dtype) without a GPU: the instructions
+their ideas name, what step 18 changes for 16-bit (a transposed descriptor, no copy of B), the
+consumers' wait, ptxas's report, odd shapes, and step 19's one line. Their results on a GPU are
+tests/test_gpu_sixteen_bit.py's."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import schedules
+from schedules import ConfigError
+from schedules.transforms import wgmma
+from steps.measure import nvcc
+
+SIXTEEN = ("fp16", "bf16")
+PTX_TYPE = {"fp16": "f16", "bf16": "bf16"}
+RUNGS = (15, 16, 17, 18)
+
+
+def source(step, M, N, K, dtype) -> str:
+    return schedules.cuda_source(schedules.build(step, M, N, K, arch="sm_90a", dtype=dtype))
+
+
+def wgmma_lines(src: str) -> set[str]:
+    """The wgmma mnemonics in the helpers' asm, with the trans-a / trans-b immediates of each
+    (the last two numbers of the helper's name)."""
+    return set(re.findall(r"tvm_builtin_ptx_wgmma_\w+_ss_mma_async_sync_aligned_(m64n\d+k\d+)_f32_(\w+?)_\w+?_1_1_(\d)_(\d)\(", src))
+
+
+@pytest.mark.parametrize("dtype", SIXTEEN)
+@pytest.mark.parametrize("step", RUNGS)
+def test_each_rung_has_a_16_bit_form_on_k16_wgmma(step, dtype):
+    s = schedules.get_step(step)
+    assert dtype in s.dtypes and s.precision_of(dtype) == dtype and s.precision_of() == "tf32"
+    src = source(step, 1024, 1024, 1024, dtype)
+    n = {15: 128, 16: 128, 17: 256, 18: 256}[step]
+    trans_a = "1" if step == 18 else "0"
+    assert wgmma_lines(src) == {(f"m64n{n}k16", PTX_TYPE[dtype], trans_a, "0")}
+    assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{PTX_TYPE[dtype]}.{PTX_TYPE[dtype]}" in src
+    assert "tf32" not in src
+    # C is written in the dtype, from fp32 accumulators fenced by reference before the store.
+    ctype = {"fp16": "half", "bf16": "nv_bfloat16"}[dtype]
+    assert re.search(rf"{ctype}\* __restrict__ C_ptr", src)
+    assert "void ptx_wgmma_fence_operand(float& reg)" in src
+
+
+@pytest.mark.parametrize("dtype", SIXTEEN)
+def test_step_18_reads_b_as_stored_and_the_others_copy_it(dtype):
+    """Steps 15-17 transpose B with a copy kernel (K-major for both dtypes); step 18 maps B itself
+    and reads it through a transposed descriptor: one kernel, no Bt."""
+    for step in (15, 16, 17):
+        assert "Bt_ptr" in source(step, 512, 512, 512, dtype)
+    src = source(18, 512, 512, 512, dtype)
+    assert "Bt_ptr" not in src
+    assert len(re.findall(r'extern "C" __global__ [^;{]*\{', src)) == 1  # defined kernels: the GEMM only
+
+
+@pytest.mark.parametrize("step", (16, 17, 18))
+def test_16_bit_consumers_release_a_stage_with_no_group_in_flight(step):
+    """TF32 consumers hand a stage back with one wgmma group running (wait_group 1); the 16-bit
+    ones were measured wrong that way and wait for all (Plan.in_flight)."""
+    tf32, bf16 = source(step, 1024, 1024, 1024, "fp32"), source(step, 1024, 1024, 1024, "bf16")
+    assert "wait_group_sync_aligned_1()" in tf32 and "wait_group_sync_aligned_1()" not in bf16
+    assert "wait_group_sync_aligned_0()" in bf16
+    cfg = schedules.get_step(step).default_config(1024, 1024, 1024)
+    assert wgmma.plan(1024, 1024, 1024, cfg, "bf16").in_flight == 0
+    assert wgmma.plan(1024, 1024, 1024, cfg).in_flight == 1
+
+
+@pytest.mark.parametrize("dtype", SIXTEEN)
+def test_a_stage_is_a_128_byte_row_of_k(dtype):
+    """64 halves a row (32 floats for TF32): the same bytes per stage, twice the k."""
+    cfg = schedules.get_step(17).default_config(4096, 4096, 4096)
+    p16, p32 = wgmma.plan(4096, 4096, 4096, cfg, dtype), wgmma.plan(4096, 4096, 4096, cfg)
+    assert (p16.BK, p16.wg_k, p32.BK, p32.wg_k) == (64, 16, 32, 8)
+    assert p16.tx_bytes == p32.tx_bytes == (128 + 256) * 128
+    assert p16.smem_fl * 2 == p32.smem_fl * 4  # bytes
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed")
+@pytest.mark.parametrize("dtype", SIXTEEN)
+@pytest.mark.parametrize("step", RUNGS)
+def test_ptxas_no_spills_no_stack(step, dtype):
+    report = nvcc.compile_report(source(step, 4096, 4096, 4096, dtype), "sm_90a")
+    assert report.ok and report.spills == 0 and report.stack_bytes == 0, report.log[-2000:]
+
+
+@pytest.mark.parametrize("shape", [(1000, 1500, 700), (33, 65, 129), (1, 4096, 4096), (257, 130, 95), (4097, 33, 1001)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_odd_shapes_build(shape):
+    """TMA needs 16-byte row strides: K (and step 18's N) not a multiple of 8 halves pads."""
+    for step in RUNGS:
+        src = source(step, *shape, "bf16")
+        assert "wgmma" in src
+    M, N, K = shape
+    assert ("A_pad" in source(15, *shape, "bf16")) == (K % 8 != 0)
+    assert ("B_pad" in source(18, *shape, "bf16")) == (N % 8 != 0)
+
+
+def test_step_19_has_no_16_bit_form():
+    with pytest.raises(ConfigError) as err:
+        schedules.build(19, 256, 256, 256, arch="sm_90a", dtype="bf16")
+    assert str(err.value).startswith("step 19 has no bf16 form; steps with one:")
+    assert "\n" not in str(err.value) and "18" in str(err.value)
