@@ -531,3 +531,18 @@ def test_the_16_bit_suite_runs_end_to_end_with_fake_kernels(sixteen_bit_steps, m
     assert all(r["error_floor"] == 5e-3 for r in doc["rows"])
     assert "cuBLAS bf16" in out and "rounded to bf16" in out
     assert not (tmp_path / "test-gpu" / special_results.JSON_NAME).exists()  # fp32's file untouched
+
+
+def test_a_bf16_ladder_compares_with_its_own_saved_files(sixteen_bit_steps, fake_gpu, tmp_path, capsys):
+    assert ladder.main(["--dtype", "bf16", "--steps", "3", "--sizes", "256", "--save", "--results-dir", str(tmp_path),
+                        "--references", "none"]) == 0
+    gpu_dir = tmp_path / "nvidia-fake-g100"
+    capsys.readouterr()
+    # the GPU folder or its bf16 folder: both find bf16/step3.json
+    for where in (gpu_dir, gpu_dir / "bf16"):
+        assert ladder.main(["--dtype", "bf16", "--steps", "3", "--sizes", "256", "--compare", str(where),
+                            "--references", "none"]) == 0
+        assert "1.000x" in capsys.readouterr().out
+    # fp32 finds no fp32 file there; a bf16 file given as fp32's is refused in one line
+    assert cli.main(3, ["--sizes", "256", "--compare", str(gpu_dir / "bf16" / "step3.json")]) == options.EXIT_USAGE
+    assert capsys.readouterr().err.strip().endswith("holds bf16 results, not fp32")
