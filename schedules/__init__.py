@@ -87,6 +87,14 @@ class Step:
                               f"{', '.join(map(str, having)) or 'none'}")
         return dtype
 
+    def name_for(self, dtype: str = "fp32") -> str:
+        """The step's name in a table of `dtype` inputs: its own for fp32, else the module's
+        NAME_16BIT where the 16-bit form differs in what it names (step 18), or the name with
+        its precision replaced by the dtype ("wgmma (TF32)" -> "wgmma (bf16)")."""
+        if dtype == "fp32":
+            return self.name
+        return getattr(self.module, "NAME_16BIT", self.name).replace("TF32", self.check_dtype(dtype))
+
     def precision_of(self, dtype: str = "fp32") -> str:
         """What the step computes for `dtype` inputs: its own precision for fp32 inputs (fp32 or
         tf32), the dtype itself (fp16, bf16) for 16-bit inputs."""

@@ -67,6 +67,19 @@ are 256 x 128 here, 128 x 256 in step 17; the ncu comparison is to do). Errors e
 on the same inputs at 512-4096 and on 1000 x 1500 x 700, 33 x 65 x 129, 257 x 130 x 95,
 1 x 4096 x 4096, 4097 x 33 x 1001, 300 x 5000 x 2000, 256 x 256 x 640, in both dtypes. The best
 16-bit rung of the ladder, past issue 47's bar (0.8x cuBLAS at 4096^3 and 8192^3).
+The committed 16-bit ladders (python -m steps --dtype bf16 / fp16 --sizes 512 1024 2048 4096
+8192 --save, H100, 2026-11-27, results/nvidia-h100-80gb-hbm3/bf16/ and fp16/): bf16 650.9 /
+693.7 / 719.0 TFLOP/s at 2048 / 4096 / 8192, 89% / 87% / 101% of cuBLAS bf16 (733 / 796 / 709 in
+that run); fp16 623.2 / 673.5 / 715.8, 87% / 93% / 97% of cuBLAS fp16; dlight's default 3% (bf16,
+CUDA cores) and 11% (fp16, WMMA). Every class of python -m steps.special --dtype bf16 / fp16
+within the contract (bf16/special_values.md, fp16/special_values.md). Nsight Compute (bf16,
+4096^3, DTYPE=bf16 bash tools/ncu_hopper.sh, results/nvidia-h100-80gb-hbm3/evidence/
+ncu_step18_4096_bf16.txt): 189 us, the tensor pipe active 88.5% of cycles
+(sm__pipe_tensor_op_hmma_cycles_active), 1,048,576 wgmma; per issued instruction a warp waits on
+the barrier 7.2 cycles (not yet attributed by source line; the likely part is wgmma.fence's
+warpgroup sync after each wait_group 0, one group at a time per consumer),
+long scoreboard 2.4 (the mbarrier waits), wait 1.3. Next (issue 48): two groups in flight again
+once the race they showed is understood, a persistent grid, a TMA store.
 
 Run: python -m steps.step18
 """
@@ -83,7 +96,9 @@ from .transforms.wgmma import DESC_LBO, DESC_SBO, SWIZZLE_128B, TMA_LOAD, WG_M, 
 NUMBER = 18
 TENSOR_CORES = True
 NAME = "register A (no copy of B)"
-IDEA = "C^T = B^T A^T: B^T fragments from registers (wgmma's register A), A from shared memory; no transposed copy"
+NAME_16BIT = "B read transposed (no copy)"  # 16-bit: a transposed descriptor, not registers
+IDEA = ("C^T = B^T A^T: B^T fragments from registers (wgmma's register A; 16-bit: a transposed descriptor), "
+        "A from shared memory; no transposed copy")
 PRECISION = "tf32"  # for fp32 inputs; fp16 and bf16 inputs are their own precision
 DTYPES = ("fp32", "fp16", "bf16")
 ARCH = "sm_90a"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Nsight Compute on one Hopper rung's GEMM kernel (default: step 18 at 4096^3): speed of light,
 # warp stall reasons, the tensor pipe. Run from the project root on the GPU machine:
-#   bash tools/ncu_hopper.sh [STEP] [SIZE] [CONFIG_JSON]   # logs to ${OUT:-logs}/ncu_stepSTEP_SIZE[_TAG].txt
+#   [DTYPE=bf16] bash tools/ncu_hopper.sh [STEP] [SIZE] [CONFIG_JSON]   # logs to ${OUT:-logs}/ncu_stepSTEP_SIZE[_DTYPE][_TAG].txt
 # (CONFIG_JSON replaces the step's default config; TAG, if set in the environment, names that log.)
 set -uo pipefail
 if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh >/dev/null || exit 1; fi
 step=${1:-18}; size=${2:-4096}; cfg=${3:-}; dir=${OUT:-logs}; mkdir -p "$dir"
-log="$dir/ncu_step${step}_${size}${TAG:+_$TAG}.txt"
+log="$dir/ncu_step${step}_${size}${DTYPE:+_$DTYPE}${TAG:+_$TAG}.txt"
 # The GEMM is the last kernel of a call (steps 15-17 run B's transposed copy first).
 ncu --clock-control none -k regex:'main_kernel(_1|_2)?$' --launch-skip 2 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy \
