@@ -302,7 +302,7 @@ def _bf16_rows(step, sizes, gflops, prior_gflops, prior_name):
 
 def test_the_table_shows_a_16_bit_ladder_beside_the_fp32_one(sixteen_bit_steps, tmp_path):
     root = tmp_path / "results"
-    shutil.copytree(H100, root / H100.name, ignore=shutil.ignore_patterns("*.png", "evidence"))
+    shutil.copytree(H100, root / H100.name, ignore=shutil.ignore_patterns("*.png", "evidence", *results.DTYPE_DIRS))
     before = table.render(root, base=Path(table.README).parent)
     assert "bf16 inputs" not in before  # no 16-bit results: the fp32 page alone
 
@@ -334,6 +334,12 @@ def test_the_table_shows_a_16_bit_ladder_beside_the_fp32_one(sixteen_bit_steps, 
     assert "fp16 inputs" not in text
     # the fp32 files are untouched and still what the fp32 table reads
     assert len(results.load_gpu_dir(root / H100.name)) == len(results.load_gpu_dir(H100))
+
+
+def test_a_16_bit_table_names_the_steps_in_their_dtype():
+    doc = {"step": 15, "name": "wgmma (TF32)"}
+    assert table._name_in(doc, "bf16") == "wgmma (bf16)"  # a file saved with the TF32 form's name
+    assert table._name_in({"step": 99, "name": "gone"}, "bf16") == "gone"
 
 
 def _timed(n, gflops):

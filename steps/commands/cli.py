@@ -168,7 +168,7 @@ def prior_label(step, dtype: str = "fp32") -> str:
 
 def build_only(step, sizes, configs, arch, dtype: str = "fp32") -> int:
     built = step.build_arch(arch)
-    print(f"step {step.number}: {step.name} ({step.idea}); arch {arch}"
+    print(f"step {step.number}: {step.name_for(dtype)} ({step.idea}); arch {arch}"
           + (f" (built for {built})" if built != arch else "") + (f"; {dtype} inputs" if dtype != "fp32" else ""))
     have_nvcc = nvcc.available()
     header = f"{'size':>16}  {'threads':>7}  {'smem B':>7}  {'regs':>5}  {'spills':>6}  config"
@@ -358,7 +358,7 @@ def benchmark(step, sizes, configs, arch, args) -> int:
     prior_name = prior_label(step, dtype)
     with_cublas = harness.cublas_available()
     env = harness.environment()
-    print(f"step {step.number}: {step.name} — {step.idea}" + (f" ({dtype} inputs)" if dtype != "fp32" else ""))
+    print(f"step {step.number}: {step.name_for(dtype)} — {step.idea}" + (f" ({dtype} inputs)" if dtype != "fp32" else ""))
     print(f"{env.get('gpu')} ({env.get('sm_count')} SMs, SM clock {env.get('sm_clock_mhz')} MHz, "
           f"driver {env.get('driver')}), TVM {env['tvm_version']}, arch {arch}; "
           f"median of {args.repeat} CUDA-event samples" + ("" if with_cublas else "; CuPy not installed: no cuBLAS column"))
@@ -413,7 +413,7 @@ def document(step, rows, env, repeat, dtype: str = "fp32") -> dict:
     doc = {
         "schema": results.SCHEMA_VERSION,
         "step": step.number,
-        "name": step.name,
+        "name": step.name_for(dtype),
         "idea": step.idea,
         "precision": precision,
         "tensor_cores": step.tensor_cores,

@@ -377,7 +377,7 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
     inputs, the references and the % cuBLAS baseline are that dtype's."""
     ref_rows = [r for r in references.of_dtype(dtype) if any((r.key, s) in measured_refs for s in shapes)]
     cublas_key = references.CUBLAS.key if dtype == "fp32" else references.baseline(None, dtype).key
-    labels = [f"{s.number}. {s.name}" for s in steps] + [references.label(r, gpu_name) for r in ref_rows]
+    labels = [f"{s.number}. {s.name_for(dtype)}" for s in steps] + [references.label(r, gpu_name) for r in ref_rows]
     name_width = max(len(x) for x in labels + ["step"])
     cell = 27  # GFLOPS (9) + x prior (7) + % cuBLAS (7) + 2-space gaps
     top = f"{'':<{name_width}}" + "".join(f"  {options._size(size):^{cell}}" for size in shapes)
@@ -397,7 +397,7 @@ def format_ladder_table(steps, shapes, rows: dict, measured_refs: dict, gpu_name
             tf32 = step.precision_of(dtype) == "tf32"
             pct = f"{r.pct_cublas:.0f}%" + (references.TF32_MARK if tf32 else "") if r.pct_cublas else "-"
             cells.append(f"  {_cell_gflops(m):>9}  {speed:>7}  {pct:>7}")
-        lines.append(f"{f'{step.number}. {step.name}':<{name_width}}" + "".join(cells))
+        lines.append(f"{f'{step.number}. {step.name_for(dtype)}':<{name_width}}" + "".join(cells))
     for ref in ref_rows:
         cells = []
         for size in shapes:

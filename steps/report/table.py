@@ -252,6 +252,17 @@ def render_dtypes(gpu_dir: Path, base: Path | None = None) -> str:
     return "".join("\n\n" + b for b in blocks)
 
 
+def _name_in(doc: dict, dtype: str) -> str:
+    """A step's name in a `dtype` table: the registry's (Step.name_for: "wgmma (bf16)", not the
+    TF32 form's name a file may carry), else the file's for a step the registry no longer has."""
+    import schedules
+
+    try:
+        return schedules.get_step(doc["step"]).name_for(dtype)
+    except (schedules.ConfigError, AttributeError):
+        return doc["name"]
+
+
 def render_dtype(docs: list[dict], ref_doc: dict | None, dtype: str, link: str = "docs/sixteen-bit.md") -> str:
     """One 16-bit ladder as a table: each step's TFLOPS, × the step before it with `dtype` (same
     run), % of cuBLAS in `dtype`; then that dtype's reference rows and their errors."""
@@ -286,7 +297,7 @@ def render_dtype(docs: list[dict], ref_doc: dict | None, dtype: str, link: str =
             if row and row.get("rel_err") is not None:
                 errors.append(row["rel_err"])
         err = f"{max(errors):.1e}" if errors else "–"
-        lines.append(f"| {d['step']}. {d['name']} | " + " | ".join(cells) + f" | {err} |")
+        lines.append(f"| {d['step']}. {_name_in(d, dtype)} | " + " | ".join(cells) + f" | {err} |")
     for ref in references.of_dtype(dtype):
         if references.entry(ref_doc, ref.key) is None:
             continue
