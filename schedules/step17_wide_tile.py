@@ -46,6 +46,7 @@ EXPECTED_REGRESSION = dict.fromkeys(
     (512, 1024),
     "128 x 256 tiles give 8 (512) and 32 (1024) blocks for 132 SMs, against step 16's 16 and 64",
 )
+EXPECTED_REGRESSION_BF16 = EXPECTED_REGRESSION_FP16 = EXPECTED_REGRESSION
 
 
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaPipelineConfig:
