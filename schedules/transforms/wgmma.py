@@ -256,7 +256,7 @@ class Plan:
         stage had begun), though the SASS is the TF32 kernel's with HGMMA.64xNx16.F32.BF16 for
         HGMMA.64xNx8.F32.TF32 (WARPGROUP.DEPBAR.LE gsb0, 0x1 before the release in both);
         releasing the stage two slices behind also fixed it. Why was not found (time-boxed;
-        docs/sixteen-bit.md). Waiting for all groups costs step 18 nothing at 4096^3 (698
+        results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_in_flight_probe.txt). Waiting for all groups costs step 18 nothing at 4096^3 (698
         against 664 TFLOP/s) and 4% at 8192^3 (665 against 691), measured in one process."""
         return 0 if self.sixteen_bit else 1
 
