@@ -251,13 +251,14 @@ class Plan:
 
         TF32: 1, the previous slice's group is done, so its stage goes back while this slice's
         wgmma run. 16-bit: 0. With 1, the 16-bit kernels of steps 16-18 were wrong on the H100
-        (2026-11-27, relative error 3e-2 to 1e-1 against 1.7e-3, wherever the ring wraps more
-        than twice: the first rows of a stage's n-side tile read after the next TMA into that
-        stage had begun), though the SASS is the TF32 kernel's with HGMMA.64xNx16.F32.BF16 for
+        (2026-11-27, relative error 3e-2 to 1e-1 against 1.7e-3 at every even number of 64-k
+        slices from 10 up; at odd counts ptxas serialized the wgmma, C7514, and they were right:
+        the first rows of a stage's n-side tile read after the next TMA into it had begun), though the SASS is the TF32 kernel's with HGMMA.64xNx16.F32.BF16 for
         HGMMA.64xNx8.F32.TF32 (WARPGROUP.DEPBAR.LE gsb0, 0x1 before the release in both);
         releasing the stage two slices behind also fixed it. Why was not found (time-boxed;
-        results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_in_flight_probe.txt). Waiting for all groups costs step 18 nothing at 4096^3 (698
-        against 664 TFLOP/s) and 4% at 8192^3 (665 against 691), measured in one process."""
+        results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_in_flight_probe.txt). Waiting for all
+        groups costs step 18 nothing at 4096^3 (698 TFLOP/s against the wrong kernel's 664) and 4%
+        at 8192^3 (665 against 691), measured in one process."""
         return 0 if self.sixteen_bit else 1
 
     @property
