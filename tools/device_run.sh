@@ -10,6 +10,8 @@
 #   CROSSCHECK_STEPS=11,14,18 ...            # steps the ncu cross-check times (default: those)
 #   SPECIAL=1 ...                            # also fp32's special values (python -m steps.special --save,
 #                                            # about 4 minutes: best in a call of its own with SKIP_TESTS=1)
+#   SIXTEEN=1 ONLY_SIXTEEN=1 SKIP_TESTS=1 ... # the fp16 and bf16 ladders (512-8192, --save) and their
+#                                            # special values instead: about 7 minutes, a call of its own
 # It needs the project installed (pip install -e ".[test,cublas]"; MS_TUNE also ".[tune]"), or,
 # on a machine without a package index, TVM from a bundle in .gpu/ (see .gpu/setup.sh).
 # Everything it writes lands in the working tree (results/, schedules/tuned/, README.md) and
@@ -38,7 +40,16 @@ if [ "${MS_TUNE:-0}" = 1 ]; then
     echo "metaschedule $n rc=$?"; tail -n 3 logs/metaschedule$n.out
   done
 fi
-if [ "${ONLY_TESTS:-0}" != 1 ]; then
+if [ "${SIXTEEN:-0}" = 1 ]; then
+  for dt in bf16 fp16; do
+    t0=$SECONDS
+    timeout 280 python3 -m steps --dtype $dt --save --sizes ${SIZES16:-512 1024 2048 4096 8192} > logs/ladder_$dt.out 2> logs/ladder_$dt.err
+    echo "ladder $dt rc=$? $((SECONDS-t0))s"; tail -n 12 logs/ladder_$dt.out
+    timeout 100 python3 -m steps.special --dtype $dt --save > logs/special_$dt.out 2> logs/special_$dt.err
+    echo "special $dt rc=$?"; tail -n 2 logs/special_$dt.out
+  done
+fi
+if [ "${ONLY_TESTS:-0}" != 1 ] && [ "${ONLY_SIXTEEN:-0}" != 1 ]; then
   t0=$SECONDS
   timeout 480 python3 -m steps --save --sizes ${SIZES:-512 1024 2048 4096} > logs/ladder.out 2> logs/ladder.err
   echo "ladder rc=$? $((SECONDS-t0))s"; tail -n 26 logs/ladder.out
