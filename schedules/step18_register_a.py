@@ -59,7 +59,8 @@ consumer (``multiply_transposed``; only the descriptor's stride between 8-k row 
 bytes, is used: a 64-wide swizzle atom holds the consumer's 64 n). No fragment loads, no
 transposed copy. Prediction (made before the first 16-bit run, written down after it): the
 copy step 17 spends is ~8% of its time at 4096^3 (32 MB of bf16 read and written), so ~1.05-1.1x
-step 17, ~0.8x cuBLAS. Measured (H100, 2026-11-27, results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json, one process, three alternating
+step 17, ~0.8x cuBLAS. Measured (H100, 2026-11-27,
+results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json, one process, three alternating
 rounds of every rung and cuBLAS): 689 / 744 TFLOP/s bf16 and 685 / 663 fp16 at 4096^3 /
 8192^3, 1.03x / 0.96x and 1.01x / 0.92x cuBLAS in the dtype (670 / 776 and 676 / 722), 1.39x /
 1.19x and 1.40x / 1.08x step 17: far more than the copy's share, not yet explained (the tiles
