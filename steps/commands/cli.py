@@ -218,7 +218,7 @@ def explain(step, size, cfg, arch, tuned_prior: bool = False, full: bool = False
     unscheduled 16-bit matmul."""
     M, N, K = size
     kw = _dtype_kw(dtype)
-    lines = [f"# step {step.number}: {step.name} — {step.idea}"]
+    lines = [f"# step {step.number}: {step.name_for(dtype)} — {step.idea}"]
     lines += ["#"] + [f"# {line}".rstrip() for line in step.doc.strip().splitlines()] + ["#"]
     lines.append(f"# {_size(size)}, arch {arch}" + (f", {dtype} inputs (C in {dtype}, fp32 sums)" if kw else ""))
     lines.append(f"# step {step.number} config: {_config_text(cfg)}")
@@ -229,13 +229,13 @@ def explain(step, size, cfg, arch, tuned_prior: bool = False, full: bool = False
         prior_cfg, how = prior_config(step, prior, cfg, size, arch, tuned=tuned_prior, dtype=dtype)
         lines.append(f"# step {prior.number} config: {_config_text(prior_cfg)} ({how})")
         before = prior.schedule(M, N, K, prior_cfg, **kw).mod.script()
-        label = f"step {prior.number} ({prior.name})"
+        label = f"step {prior.number} ({prior.name_for(dtype)})"
     else:
         before = schedules.matmul(M, N, K, *([schedules.DTYPES[dtype]] if kw else [])).script()
         label = "unscheduled matmul" + (f" ({dtype})" if kw else "")
     lines.append(f"# TVMScript diff against {label}")
     lines += difflib.unified_diff(before.splitlines(), script.splitlines(), label,
-                                  f"step {step.number} ({step.name})", lineterm="", n=2)
+                                  f"step {step.number} ({step.name_for(dtype)})", lineterm="", n=2)
     lib = schedules.build(step, M, N, K, arch=arch, config=cfg, **kw)
     lines += ["", f"# CUDA kernel ({arch}), with the helper functions it calls"]
     lines += kernel_only(schedules.cuda_source(lib)).splitlines()
