@@ -176,3 +176,102 @@ def test_reference_bars_beside_the_steps(tmp_path):
     with_refs = plot.render_gpu_dir(gpu_dir)
     assert with_refs[0] == f"wrote {gpu_dir / 'gflops.png'}" and with_refs[2] == f"wrote {gpu_dir / 'pct_cublas.png'}"
     assert plot.reference_docs(_write_fixture(tmp_path / "bare"), []) == []  # no references.json: no bars
+
+
+# --- the 16-bit ladders' plots (issue 47): results/<gpu>/<dtype>/ -------------------------------
+
+
+def _write_dtype_fixture(gpu_dir, dtype="bf16", steps=(12, 13, 15), sizes=(512, 1024, 2048, 4096, 8192)):
+    """results/<gpu>/<dtype>/stepN.json for a few tensor-core steps (saved with the TF32 form's name,
+    as the committed files are) and references.json with cuBLAS and dlight in the dtype."""
+    from steps.measure import references
+
+    folder = results.dtype_dir(gpu_dir, dtype)
+    cublas = {s: 100_000.0 * s / 512 for s in sizes}
+    for n in steps:
+        step = schedules.get_step(n)
+        rows = []
+        for size in sizes:
+            gflops = cublas[size] * n / 20
+            rows.append({**_doc()["results"][0], "M": size, "N": size, "K": size, "config": {"dtype": dtype},
+                         "gflops": gflops, "prior": {"name": "none", "gflops": None}, "speedup_vs_prior": None,
+                         "cublas_gflops": cublas[size], "pct_cublas": 100 * gflops / cublas[size]})
+        doc = _doc(step=n, name=step.name, results=rows, dtype=dtype, baseline=f"cublas_{dtype}",
+                   environment={"gpu": GPU, "date": "2026-12-01T00:00:00+00:00"})
+        results.write_atomic(folder / f"step{n}.json", doc)
+
+    def ref_rows(scale):
+        return [{"M": s, "N": s, "K": s, "median_ms": 1.0, "min_ms": 1.0, "max_ms": 1.0, "gflops": cublas[s] * scale,
+                 "rel_err": 1e-3, "host_us": 1.0, "host_bound": False} for s in sizes]
+
+    references.save(folder / "references.json", {
+        "schema": references.SCHEMA, "environment": {"gpu": GPU}, "method": {}, "references": [
+            {"key": f"cublas_{dtype}", "label": f"cuBLAS {dtype} (fp32 sum)", "precision": dtype,
+             "tolerance": 5e-3, "results": ref_rows(1.0)},
+            {"key": f"dlight_{dtype}", "label": f"TVM dlight {dtype}", "precision": dtype,
+             "tolerance": 5e-3, "results": ref_rows(0.1)}]})
+    return folder
+
+
+def test_a_sixteen_bit_folder_gets_its_two_plots(tmp_path):
+    gpu_dir = _write_fixture(tmp_path)
+    folder = _write_dtype_fixture(gpu_dir, "bf16")
+    lines = plot.render_gpu_dir(gpu_dir)
+    # the fp32 four, then bf16's two in its folder; fp16 has no results: nothing, not even a line
+    assert lines == ([f"wrote {gpu_dir / name}" for name in plot.PLOTS]
+                     + [f"wrote {folder / name}" for name in plot.DTYPE_PLOTS])
+    assert sorted(p.name for p in folder.glob("*.png")) == sorted(plot.DTYPE_PLOTS)
+    assert not (gpu_dir / "fp16").exists()
+    for name in plot.DTYPE_PLOTS:
+        width, height = _png_size(folder / name)
+        assert (width, height) == _png_size(gpu_dir / name)  # the fp32 plot's frame
+        with Image.open(folder / name) as image:  # five sizes: the wider palette, and used
+            used = len(image.getcolors(256) or ())
+            assert image.mode == "P" and plot.PALETTE_COLOURS < used <= plot.MANY_SIZES_COLOURS, (name, used)
+        assert 8_000 < (folder / name).stat().st_size < 40_000, name  # small enough to commit
+    assert not list(folder.glob(".*.tmp"))
+
+
+def test_sixteen_bit_plots_name_steps_and_references_in_the_dtype(tmp_path, monkeypatch):
+    gpu_dir = _write_fixture(tmp_path, steps=(1,), machine=False)
+    folder = _write_dtype_fixture(gpu_dir, "fp16", steps=(12, 15), sizes=SIZES)
+    drawn = {}
+
+    def capture(name):
+        real = getattr(plot, name)
+
+        def wrapper(docs, path, refs=(), dtype="fp32"):
+            drawn[name] = (docs, refs, dtype)
+            return real(docs, path, refs, dtype)
+        monkeypatch.setattr(plot, name, wrapper)
+
+    capture("plot_gflops")
+    capture("plot_pct_cublas")
+    assert plot.render_dtype_dir(gpu_dir, "fp16") == [f"wrote {folder / name}" for name in plot.DTYPE_PLOTS]
+    docs, refs, dtype = drawn["plot_gflops"]
+    assert dtype == "fp16" and [d["name"] for d in docs] == [schedules.get_step(n).name_for("fp16") for n in (12, 15)]
+    assert [d["name"] for d in docs] != [schedules.get_step(n).name for n in (12, 15)]  # not the TF32 names
+    # dlight in fp16, its % against cuBLAS fp16 (not fp32's rows: this folder has none)
+    assert [r["step"] for r in refs] == ["dlight_fp16"] and refs[0]["name"] == "dlight"
+    assert plot._value(refs[0], (256, 256, 256), "pct_cublas") == pytest.approx(10.0)
+    assert drawn["plot_pct_cublas"][2] == "fp16"
+    assert len(SIZES) <= 4 and plot._bar_colours(SIZES) == plot.PALETTE_COLOURS
+
+
+def test_no_sixteen_bit_results_no_sixteen_bit_plots(tmp_path, capsys):
+    gpu_dir = _write_fixture(tmp_path, machine=False)
+    (gpu_dir / "bf16").mkdir()  # an empty dtype folder (a run that saved nothing) renders nothing either
+    assert plot.render_dtypes(gpu_dir) == []
+    assert plot.render_dtype_dir(gpu_dir, "fp16") == []
+    assert plot.main(["--results-dir", str(tmp_path)]) == 0
+    assert "bf16" not in capsys.readouterr().out
+    assert list((gpu_dir / "bf16").iterdir()) == [] and not (gpu_dir / "fp16").exists()
+
+
+def test_plot_cli_renders_the_sixteen_bit_plots(tmp_path, capsys):
+    gpu_dir = _write_fixture(tmp_path, steps=(2, 3), machine=False)
+    bf16 = _write_dtype_fixture(gpu_dir, "bf16", sizes=SIZES)
+    fp16 = _write_dtype_fixture(gpu_dir, "fp16", sizes=SIZES)
+    assert plot.main(["--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-4:] == [f"wrote {folder / name}" for folder in (fp16, bf16) for name in plot.DTYPE_PLOTS]

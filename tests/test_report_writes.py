@@ -1,7 +1,8 @@
 """The report commands write only what they document: each is run in a copy of the tree, and any
 file it adds or changes must be one its docstring names.
 
-    python -m steps.plot            the README's GPU's PNGs (steps/report/plot.py's docstring)
+    python -m steps.plot            the README's GPU's PNGs, its 16-bit ladders' in their folders
+                                    (steps/report/plot.py's docstring)
     python -m steps.table           nothing: it prints
     python -m steps.table --readme  the generated blocks of README.md and docs/measured.md and the
                                     other GPUs' results/<gpu>/README.md; on a committed tree nothing
@@ -66,9 +67,17 @@ def test_the_copy_runs_its_own_code(tree):
     assert proc.stdout.split() == [str(tree / "steps" / "__init__.py"), str(tree / "schedules" / "__init__.py")]
 
 
+def documented_pngs(doc: str) -> set[str]:
+    """The PNGs a docstring's list names, relative to the GPU's folder: each "- " line's leading
+    names, one or a comma list ("- gflops.png", "- bf16/gflops.png, fp16/gflops.png")."""
+    lines = re.findall(r"^- ((?:[\w/]+\.png, )*[\w/]+\.png)", doc, re.M)
+    return {name for line in lines for name in line.split(", ")}
+
+
 def test_plot_writes_only_the_readme_gpus_pngs(tree):
-    documented = set(re.findall(r"^- (\w+\.png)", plot.__doc__, re.M))
+    documented = documented_pngs(plot.__doc__)
     assert {"gflops.png", "speedup.png", "pct_cublas.png", "roofline.png", "shapes.png"} <= documented
+    assert {f"{dtype}/{name}" for dtype in ("bf16", "fp16") for name in plot.DTYPE_PLOTS} <= documented
     written, out = _run(tree, "steps.plot")
     allowed = {f"results/{_primary_slug()}/{name}" for name in documented}
     assert written <= allowed, sorted(written)  # (the committed plots re-render byte for byte)

@@ -413,7 +413,9 @@ def test_a_bf16_ladder_measures_its_steps_priors_and_references_and_saves_beside
     assert FakeRunner.seeds[0][1] is not None
     gpu_dir = tmp_path / "nvidia-fake-g100"
     assert sorted(p.name for p in gpu_dir.iterdir()) == ["bf16"]  # nothing of the fp32 ladder's
-    assert sorted(p.name for p in (gpu_dir / "bf16").iterdir()) == ["ladder.csv", "references.json", "step5.json"]
+    assert sorted(p.name for p in (gpu_dir / "bf16").iterdir()) == [
+        "gflops.png", "ladder.csv", "pct_cublas.png", "references.json", "step5.json"]  # its plots, no fp32 ones
+    assert f"wrote {gpu_dir / 'bf16' / 'gflops.png'}" in out and f"wrote {gpu_dir / 'bf16' / 'pct_cublas.png'}" in out
     doc = results.load(gpu_dir / "bf16" / "step5.json")
     row = results.row_for(doc, 256, 256, 256)
     assert doc["dtype"] == "bf16" and row["prior"] == {"name": "step 3", "gflops": 3000.0}

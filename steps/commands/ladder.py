@@ -16,7 +16,9 @@ error. Progress goes to stderr, one ``[n/total]`` line per kernel built or measu
 (``Step.dtypes``), each one's "× prior" against the step before it that has it (the first has
 none), and the references of that dtype (cuBLAS with fp32 compute, the baseline of "% cuBLAS";
 dlight's default schedule). ``--steps`` naming a step without that dtype is bad input.
-``--save`` writes into results/<gpu>/<dtype>/ (steps/results/__init__.py).
+``--save`` writes into results/<gpu>/<dtype>/ (steps/results/__init__.py): the step files,
+references.json, ladder.csv and that dtype's two plots, gflops.png and pct_cublas.png
+(steps/report/plot.py).
 """
 
 from __future__ import annotations
@@ -544,6 +546,18 @@ def _num(value) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
+def render_plots(render) -> None:
+    """Call render() (plot.render_gpu_dir or render_dtype_dir) and print its lines; a failure is
+    one line on stderr: the measurements are saved by then, and a plotting problem must not hide that."""
+    try:
+        rendered = render()
+    except Exception as exc:
+        print(f"plots not rendered: {harness._one_line(exc)} (retry: python -m steps.plot)", file=sys.stderr)
+    else:  # printed outside the try: a closed stdout is no plotting problem
+        for line in rendered:
+            print(line)
+
+
 def save(steps, shapes, rows, args, arch, measured_refs: dict | None = None) -> None:
     """Write what passed, atomically; then the references, the CSV, the measured roofs, plots
     and the README table."""
@@ -566,11 +580,12 @@ def save(steps, shapes, rows, args, arch, measured_refs: dict | None = None) -> 
         results.write_atomic(path, cli.document(step, step_rows, env, args.repeat, dtype))
         print(f"saved {path}")
     if dtype != "fp32":
-        # A 16-bit ladder: its step files, references.json and ladder.csv in results/<gpu>/<dtype>/;
-        # machine.json and the plots are the fp32 ladder's. The README's table per dtype follows.
+        # A 16-bit ladder: its step files, references.json, ladder.csv and its two plots in
+        # results/<gpu>/<dtype>/; machine.json is the fp32 ladder's. The README's table per dtype follows.
         if results.load_gpu_dir(gpu_dir):
             results.write_text_atomic(gpu_dir / "ladder.csv", ladder_csv(gpu_dir))
             print(f"saved {gpu_dir / 'ladder.csv'}")
+            render_plots(lambda: plot.render_dtype_dir(gpu_dir.parent, dtype))
         if Path(args.results_dir).resolve() == results.RESULTS_DIR.resolve():
             print("README.md table updated" if table.update_readme() else "README.md table already up to date")
         return
@@ -587,12 +602,6 @@ def save(steps, shapes, rows, args, arch, measured_refs: dict | None = None) -> 
         return
     results.write_text_atomic(gpu_dir / "ladder.csv", ladder_csv(gpu_dir))
     print(f"saved {gpu_dir / 'ladder.csv'}")
-    try:  # the measurements are saved by now; a plotting problem must not hide that
-        rendered = plot.render_gpu_dir(gpu_dir)
-    except Exception as exc:
-        print(f"plots not rendered: {harness._one_line(exc)} (retry: python -m steps.plot)", file=sys.stderr)
-    else:  # printed outside the try: a closed stdout is no plotting problem
-        for line in rendered:
-            print(line)
+    render_plots(lambda: plot.render_gpu_dir(gpu_dir))
     if Path(args.results_dir).resolve() == results.RESULTS_DIR.resolve():
         print("README.md table updated" if table.update_readme() else "README.md table already up to date")

@@ -15,12 +15,21 @@ It writes nothing but these PNGs, beside the results they come from, in results/
                   schedule moves, steps/measure/roofline.py) under the measured roofs in machine.json;
 - shapes.png      (where python -m steps.bench --save wrote shapes.json) each step per shape of
                   the benchmark set, grouped by class: TFLOPS, and the ratio to cuBLAS fp32.
+Each 16-bit ladder with results (issue 47; docs/sixteen-bit.md) gets two plots of its own in its
+folder, results/<gpu-slug>/bf16/ and fp16/ (``python -m steps --dtype bf16 --save`` renders its
+dtype's), drawn as the fp32 ones with each step named in the dtype (Step.name_for); a dtype with
+no results renders nothing:
+- bf16/gflops.png, fp16/gflops.png        throughput per step per size, cuBLAS in the dtype (fp32
+                  sum) as a dashed line per size, dlight in the dtype as dotted bars;
+- bf16/pct_cublas.png, fp16/pct_cublas.png  each step, and dlight, as a percentage of cuBLAS in
+                  the dtype (fp32 sum), the baseline of the 16-bit tables' "% cuBLAS".
 A bar whose number is host-bound (the guard in steps/measure/harness.py) is cross-hatched: it may time
 the host, not the kernel. cuBLAS TF32 (reduced precision, several times the fp32 scale) is left
 to the tables. A plot whose data is missing (no cuBLAS column, no machine.json) is skipped with
 a note. Matplotlib's Agg canvas, no pyplot: nothing needs a display. Each PNG is saved with a
 palette of at most 128 colours (flat-coloured charts: a third of the RGBA file's bytes, the
-same picture), so the committed plots of several GPUs stay small.
+same picture; 32 for a bar plot of up to four sizes, 64 past that), so the committed plots of
+several GPUs stay small.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from ..results import shapes
 from .pipes import quiet_broken_pipe
 
 PALETTE_COLOURS = 32
+MANY_SIZES_COLOURS = 64  # bar plots of more than 4 sizes (the 16-bit ladders' 512-8192): 32 merge blue and purple
 ROOFLINE_COLOURS = 128
 
 
@@ -66,6 +76,7 @@ def save_png(fig: Figure, path: Path, colours: int = PALETTE_COLOURS) -> None:
 
 
 PLOTS = ("gflops.png", "speedup.png", "pct_cublas.png", "roofline.png")
+DTYPE_PLOTS = ("gflops.png", "pct_cublas.png")  # a 16-bit ladder's, in results/<gpu>/<dtype>/
 FIGSIZE = (10, 5.6)  # inches; at DPI 80 an 800 px image, the width the README shows it at
 DPI = 80
 STYLE = {"font.size": 12, "axes.titlesize": 14, "axes.labelsize": 12, "legend.fontsize": 11,
@@ -103,22 +114,35 @@ SLANTED_LABELS_FROM = 12
 PLOTTED_REFERENCES = {"dlight": "dlight", "metaschedule": "Meta-Schedule"}
 
 
-def reference_docs(gpu_dir: Path, docs: list[dict]) -> list[dict]:
+def plotted_references(dtype: str = "fp32") -> dict[str, str]:
+    """The reference rows drawn as bars for a `dtype` ladder (key -> name): dlight and MetaSchedule
+    for fp32; for 16-bit, the dtype's own rows of those (dlight_bf16: MetaSchedule has none)."""
+    from ..measure import references
+
+    if dtype == "fp32":
+        return dict(PLOTTED_REFERENCES)
+    keys = {r.key for r in references.of_dtype(dtype)}
+    return {f"{key}_{dtype}": name for key, name in PLOTTED_REFERENCES.items() if f"{key}_{dtype}" in keys}
+
+
+def reference_docs(gpu_dir: Path, docs: list[dict], dtype: str = "fp32") -> list[dict]:
     """references.json's dlight and MetaSchedule rows, shaped like step documents (their
-    % cuBLAS against the cuBLAS fp32 row of the same run), for the bar plots."""
+    % cuBLAS against the cuBLAS fp32 row of the same run), for the bar plots. For a 16-bit
+    ladder (gpu_dir its results/<gpu>/<dtype>/), that dtype's dlight row against its cuBLAS."""
     from ..measure import references
 
     ref_doc = references.load(gpu_dir)
     if ref_doc is None:
         return []
+    base_key = "cublas" if dtype == "fp32" else references.baseline(None, dtype).key
     out = []
-    for key, name in PLOTTED_REFERENCES.items():
+    for key, name in plotted_references(dtype).items():
         entry = references.entry(ref_doc, key)
         if entry is None:
             continue
         rows = []
         for r in entry["results"]:
-            base = references.row(ref_doc, "cublas", (r["M"], r["N"], r["K"]))
+            base = references.row(ref_doc, base_key, (r["M"], r["N"], r["K"]))
             pct = 100.0 * r["gflops"] / base["gflops"] if base else None
             rows.append({**r, "pct_cublas": pct, "cublas_gflops": base["gflops"] if base else None,
                          "prior": {"name": "reference", "gflops": None}, "speedup_vs_prior": None})
@@ -166,6 +190,12 @@ def _positive(value) -> bool:
 # --- drawing --------------------------------------------------------------------------------
 
 
+def _bar_colours(sizes) -> int:
+    """The palette of a bar plot: PALETTE_COLOURS, or MANY_SIZES_COLOURS past four sizes, where
+    median cut at 32 merges the first size's blue into the last one's purple."""
+    return PALETTE_COLOURS if len(sizes) <= 4 else MANY_SIZES_COLOURS
+
+
 def _figure():
     fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     return fig, fig.add_subplot()
@@ -205,7 +235,13 @@ def _grouped_bars(ax, docs, sizes, key, hatch_for=None):
 
 
 def _legend_extras(handles, labels, docs, sizes) -> None:
-    """Legend entries for the hatches in use: TVM's references, host-bound numbers."""
+    """Legend entries for the hatches in use: TVM's references, host-bound numbers. A size's entry
+    is drawn plain: matplotlib draws a bar series' from its first bar, hatched where that one is."""
+    from matplotlib.container import BarContainer
+
+    for i, handle in enumerate(handles):
+        if isinstance(handle, BarContainer) and handle.patches:
+            handles[i] = Patch(facecolor=handle.patches[0].get_facecolor(), edgecolor="white", linewidth=0.5)
     if any(d.get("reference") for d in docs):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="..."))
         labels.append("TVM's own schedule (reference)")
@@ -214,7 +250,8 @@ def _legend_extras(handles, labels, docs, sizes) -> None:
         labels.append("host-bound: not kernel time")
 
 
-def plot_gflops(docs, path: Path, refs=()) -> str:
+def plot_gflops(docs, path: Path, refs=(), dtype: str = "fp32") -> str:
+    """TFLOPS per step and size; cuBLAS (in `dtype`: the docs' own cublas_gflops) dashed."""
     sizes = sizes_of(docs)
     fig, ax = _figure()
     shown = list(docs) + list(refs)
@@ -224,17 +261,18 @@ def plot_gflops(docs, path: Path, refs=()) -> str:
         cublas = next((_value(d, size, "cublas_gflops") for d in docs if _value(d, size, "cublas_gflops")), None)
         if cublas:
             ax.axhline(cublas / 1000, color=SIZE_COLORS[i % len(SIZE_COLORS)], linestyle="--", linewidth=1.5,
-                       label=f"cuBLAS {size_label(size)}")
+                       label=f"cuBLAS {'' if dtype == 'fp32' else dtype + ' '}{size_label(size)}")
     tops = [r["gflops"] for d in shown for r in d["results"]] + [r.get("cublas_gflops") or 0 for d in docs for r in d["results"]]
     ax.set_ylim(0, max(tops) / 1000 * 1.3)  # headroom for the legend above the tallest bar or line
     ax.set_xlabel("step")
     ax.set_ylabel("TFLOPS (10¹² FLOP/s, median)")
     square = all(s[0] == s[1] == s[2] for s in sizes)
-    ax.set_title(f"{gpu_name(docs)}: fp32 matmul throughput per step" + (" (M = N = K)" if square else ""))
+    inputs = "fp32" if dtype == "fp32" else f"{dtype} (fp32 sum)"
+    ax.set_title(f"{gpu_name(docs)}: {inputs} matmul throughput per step" + (" (M = N = K)" if square else ""))
     handles, labels = ax.get_legend_handles_labels()
     _legend_extras(handles, labels, shown, sizes)
     ax.legend(handles, labels, ncols=2, loc="upper left", title="size")
-    save_png(fig, path)
+    save_png(fig, path, _bar_colours(sizes))
     return f"wrote {path}"
 
 
@@ -280,7 +318,9 @@ def _times(value: float) -> str:
     return f"{value:.0f}×" if value >= 10 else f"{value:.2f}×"
 
 
-def plot_pct_cublas(docs, path: Path, refs=()) -> str:
+def plot_pct_cublas(docs, path: Path, refs=(), dtype: str = "fp32") -> str:
+    """Each step (and reference) as % of cuBLAS: strict fp32 SGEMM (TF32 for the TF32 steps),
+    or for a 16-bit ladder cuBLAS in `dtype` with fp32 sum (the docs' pct_cublas either way)."""
     if not _guarded(docs):
         return (f"skipped {path.name}: cuBLAS in these results was timed before the host-bound guard "
                 "(cupy.matmul, host-bound at 512^3); re-measure to plot % cuBLAS")
@@ -290,18 +330,26 @@ def plot_pct_cublas(docs, path: Path, refs=()) -> str:
     fig, ax = _figure()
     shown = list(docs) + list(refs)
     _grouped_bars(ax, shown, sizes, "pct_cublas")
-    ax.axhline(100, color="black", linestyle="--", linewidth=1.2, label="cuBLAS = 100%")
+    ax.axhline(100, color="black", linestyle="--", linewidth=1.2,
+               label="cuBLAS = 100%" if dtype == "fp32" else f"cuBLAS {dtype} = 100%")
+    if dtype != "fp32":  # steps near cuBLAS: headroom above 100% for the legend (two columns)
+        top = max([v for d in shown for s in sizes if (v := _value(d, s, "pct_cublas"))] + [100.0])
+        ax.set_ylim(0, top * 1.45)
     ax.set_xlabel("step")
     tf32 = [str(d["step"]) for d in docs if d.get("baseline") == "cublas_tf32"]
-    # The TF32 steps' peer said once, in the title (the y label has no room for their numbers).
-    ax.set_ylabel("% of cuBLAS (its peer's precision)" if tf32 else "% of cuBLAS SGEMM (TF32 off)")
-    ax.set_title(f"{gpu_name(docs)}: each step as a share of cuBLAS"
-                 + (f"\nfp32 steps: of SGEMM, TF32 off; TF32 steps ({', '.join(tf32)}): of cuBLAS TF32" if tf32 else
-                    " strict fp32"))
+    if dtype != "fp32":
+        ax.set_ylabel(f"% of cuBLAS {dtype} (fp32 sum)")
+        ax.set_title(f"{gpu_name(docs)}: each {dtype} step as a share of cuBLAS {dtype} (fp32 sum)")
+    else:
+        # The TF32 steps' peer said once, in the title (the y label has no room for their numbers).
+        ax.set_ylabel("% of cuBLAS (its peer's precision)" if tf32 else "% of cuBLAS SGEMM (TF32 off)")
+        ax.set_title(f"{gpu_name(docs)}: each step as a share of cuBLAS"
+                     + (f"\nfp32 steps: of SGEMM, TF32 off; TF32 steps ({', '.join(tf32)}): of cuBLAS TF32" if tf32 else
+                        " strict fp32"))
     handles, labels = ax.get_legend_handles_labels()
     _legend_extras(handles, labels, shown, sizes)
-    ax.legend(handles, labels, loc="upper left", title="size")
-    save_png(fig, path)
+    ax.legend(handles, labels, loc="upper left", title="size", ncols=1 if dtype == "fp32" else 2)
+    save_png(fig, path, _bar_colours(sizes))
     return f"wrote {path}"
 
 
@@ -492,14 +540,35 @@ def render_shapes(gpu_dir: Path) -> str:
 # --- entry points -----------------------------------------------------------------------------
 
 
+def render_dtype_dir(gpu_dir: Path, dtype: str) -> list[str]:
+    """A 16-bit ladder's two plots (DTYPE_PLOTS) into results/<gpu>/<dtype>/ from its stepN.json
+    and references.json, each step named in the dtype; one line each, none where it has no results."""
+    from .table import _name_in
+
+    folder = results.dtype_dir(gpu_dir, dtype)
+    docs = results.load_gpu_dir(folder) if folder.is_dir() else []
+    if not docs:
+        return []
+    refs = reference_docs(folder, docs, dtype)
+    docs = [{**d, "name": _name_in(d, dtype)} for d in docs]
+    with rc_context(STYLE):
+        return [plot_gflops(docs, folder / "gflops.png", refs, dtype),
+                plot_pct_cublas(docs, folder / "pct_cublas.png", refs, dtype)]
+
+
+def render_dtypes(gpu_dir: Path) -> list[str]:
+    """render_dtype_dir for every 16-bit dtype (results.DTYPE_DIRS) in order."""
+    return [line for dtype in results.DTYPE_DIRS for line in render_dtype_dir(gpu_dir, dtype)]
+
+
 def render_gpu_dir(gpu_dir: Path) -> list[str]:
-    """Render the four plots into gpu_dir from its stepN.json (and machine.json), and shapes.png where
-    shapes.json is there; one line each."""
+    """Render the four plots into gpu_dir from its stepN.json (and machine.json), shapes.png where
+    shapes.json is there, and each 16-bit ladder's two in its folder (render_dtypes); one line each."""
     gpu_dir = Path(gpu_dir)
     docs = results.load_gpu_dir(gpu_dir)
     shape_lines = [render_shapes(gpu_dir)] if (gpu_dir / shapes.JSON_NAME).exists() else []
     if not docs:
-        return [f"no stepN.json in {gpu_dir}: nothing to plot"] + shape_lines
+        return [f"no stepN.json in {gpu_dir}: nothing to plot"] + shape_lines + render_dtypes(gpu_dir)
     refs = reference_docs(gpu_dir, docs)
     with rc_context(STYLE):
         return [
@@ -507,7 +576,7 @@ def render_gpu_dir(gpu_dir: Path) -> list[str]:
             plot_speedup(docs, gpu_dir / "speedup.png"),
             plot_pct_cublas(docs, gpu_dir / "pct_cublas.png", refs),
             plot_roofline(docs, load_machine(gpu_dir), gpu_dir / "roofline.png"),
-        ] + shape_lines
+        ] + shape_lines + render_dtypes(gpu_dir)
 
 
 @quiet_broken_pipe
