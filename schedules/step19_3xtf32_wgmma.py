@@ -132,8 +132,7 @@ from .lowering import fp32_fallback
 from .step16_warp_specialized import produce, warp_specialized
 from .step18_register_a import c_col, c_row, frag_offset, load_b_boxes
 from .transforms import wgmma
-from .transforms.wgmma import (DESC_LBO, DESC_SBO, FLUSH_CHUNKS, SPLIT_BATCH, SPLITTERS, SWIZZLE_128B, TF32_MASK,
-                               Plan, _ceil)
+from .transforms.wgmma import DESC_LBO, DESC_SBO, SPLITTERS, SWIZZLE_128B, Plan, _ceil
 
 NUMBER = 19
 TENSOR_CORES = True
@@ -167,6 +166,13 @@ def default_config(M: int, N: int, K: int) -> Wgmma3xTF32Config:
     if -(-M // cfg.block_m) * -(-N // cfg.block_n) < WAVE_SMS:
         return Wgmma3xTF32Config(block_m=SMALL_TILE, block_n=SMALL_TILE)
     return cfg
+
+
+TF32_MASK = 0xFFFFE000  # the bits of an fp32 that TF32 keeps (the tensor core drops the other 13)
+# 3xTF32 at a long K: the promoted accumulator is itself added into C every FLUSH_CHUNKS chunks,
+# so no fp32 register sums more than that many chunk sums (schedules/lowering/long_k.py's reason).
+FLUSH_CHUNKS = 512
+SPLIT_BATCH = 4  # float4 loads in flight per splitting thread (SPLITTERS of them: the producer's warps 1-3)
 
 
 def flushes(plan: Plan) -> bool:

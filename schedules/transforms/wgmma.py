@@ -53,7 +53,6 @@ from dataclasses import dataclass
 import tvm
 from tvm.script import tirx as T
 
-from ..lowering import fp32_fallback
 from ..config import DTYPES, WGMMA_K, WgmmaConfig
 
 # wgmma's instruction shape: 64 rows per warpgroup, 8 k per instruction (TF32; 16 for 16-bit).
@@ -66,12 +65,7 @@ TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx
 # unused in this mode (1 by convention), the stride offset is one 8-row swizzle atom, 1024 B.
 DESC_LBO, DESC_SBO = 1, 64
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg: 40*128 + 232*256 = 64,512 of 65,536
-TF32_MASK = 0xFFFFE000  # the bits of an fp32 that TF32 keeps (the tensor core drops the other 13)
-# 3xTF32 at a long K: the promoted accumulator is itself added into C every FLUSH_CHUNKS chunks,
-# so no fp32 register sums more than that many chunk sums (schedules/lowering/long_k.py's reason).
-FLUSH_CHUNKS = 512
 SPLITTERS = 96  # split: the producer's warps 1-3 write A's small half (warp 0 loads)
-SPLIT_BATCH = 4  # float4 loads in flight per splitting thread
 
 
 def _fix_noop_barrier_codegen() -> None:
