@@ -54,6 +54,17 @@ REFERENCE_ROWS = ("cublas", "cublas_tf32", "dlight", "metaschedule")
 EXPECTED_MARK = "↓"  # an expected regression (the step's EXPECTED_REGRESSION), its reason below
 
 
+def _speed_cell(doc: dict, row: dict | None, size, expected: dict) -> str:
+    """A row's "× prior" cell, marked ↓ where the step is slower than its prior by design; the
+    reason goes into `expected` (step -> reason) for the note under the table."""
+    speed = f"{row['speedup_vs_prior']:.2f}×" if row and row.get("speedup_vs_prior") else "–"
+    reason = results.expected_regression(doc, *size) if row and (row.get("speedup_vs_prior") or 1) < 1 else None
+    if reason:
+        speed += EXPECTED_MARK
+        expected.setdefault(doc["step"], reason)
+    return speed
+
+
 def _tflops(gflops: float | None, bound=None) -> str:
     return "–" if not gflops else f"{gflops / 1000:.1f}" + (MARK if bound else "")
 
@@ -88,11 +99,7 @@ def render_gpu(docs: list[dict], ref_doc: dict | None = None, gpu_dir: Path | No
         cells = []
         for s in sizes:
             row = results.row_for(d, *s)
-            speed = f"{row['speedup_vs_prior']:.2f}×" if row and row.get("speedup_vs_prior") else "–"
-            reason = results.expected_regression(d, *s) if row and (row.get("speedup_vs_prior") or 1) < 1 else None
-            if reason:
-                speed += EXPECTED_MARK
-                expected.setdefault(d["step"], reason)
+            speed = _speed_cell(d, row, s, expected)
             pct = "–"
             if guarded and row and row.get("pct_cublas"):
                 pct = (f"{row['pct_cublas']:.0f}%" + (references.TF32_MARK if d.get("baseline") == "cublas_tf32" else "")
@@ -285,11 +292,7 @@ def render_dtype(docs: list[dict], ref_doc: dict | None, dtype: str, link: str =
         cells, errors = [], []
         for s in sizes:
             row = results.row_for(d, *s)
-            speed = f"{row['speedup_vs_prior']:.2f}×" if row and row.get("speedup_vs_prior") else "–"
-            reason = results.expected_regression(d, *s) if row and (row.get("speedup_vs_prior") or 1) < 1 else None
-            if reason:
-                speed += EXPECTED_MARK
-                expected.setdefault(d["step"], reason)
+            speed = _speed_cell(d, row, s, expected)
             pct = (f"{row['pct_cublas']:.0f}%" + (MARK if row.get("cublas_host_bound") else "")
                    if row and row.get("pct_cublas") else "–")
             flagged = flagged or bool(row and (row.get("host_bound") or row.get("cublas_host_bound")))
