@@ -115,7 +115,7 @@ class Step:
     @property
     def schedules_a_block(self) -> bool:
         """Whether the step is a schedule of the base matmul's TensorIR block (steps 1-13), not
-        a computation of its own (14's split operands) or a kernel written out (15-19)."""
+        a computation of its own (14's split operands) or a kernel written out (15-22)."""
         return getattr(self.module, "kernel", None) is None and getattr(self.module, "computation", None) is None
 
     def builds_in_model(self, M: int, N: int, K: int) -> bool:
@@ -224,6 +224,9 @@ STEP_MODULES = (
     "step17_wide_tile",
     "step18_register_a",
     "step19_3xtf32_wgmma",
+    "step20_persistent",
+    "step21_cluster",
+    "step22_tma_store",
 )
 STEPS: tuple[Step, ...] = tuple(_step(importlib.import_module(f".{name}", __name__)) for name in STEP_MODULES)
 

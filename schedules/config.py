@@ -798,3 +798,53 @@ class Wgmma3xTF32Config(WgmmaRegisterAConfig):
             raise ConfigError(f"block_m must be at most {WGMMA_SPLIT_MAX_N} for 3xTF32 (two accumulators of "
                               f"block_m / 2 registers and 64 of fragments a thread, 232 allowed), got {self.block_m}")
         super().validate(M, N, K)
+
+
+# The H100 SXM and the H200 have 132 SMs: a persistent grid launches one block per SM.
+HOPPER_SMS = 132
+
+
+@dataclass(frozen=True)
+class WgmmaPersistentConfig(WgmmaRegisterAConfig):
+    """Step 20: step 18's kernel on a persistent grid: min(tiles, `ctas`) blocks, each walking
+    the output tiles bid, bid + ctas, ... in the raster order, its producer loading the next
+    tile's slices while the consumers store the last."""
+
+    ctas: int = HOPPER_SMS
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if not isinstance(self.ctas, int) or isinstance(self.ctas, bool) or not 1 <= self.ctas <= 1024:
+            raise ConfigError(f"ctas must be 1 to 1024 blocks (one per SM: {HOPPER_SMS} on an H100), got {self.ctas!r}")
+        super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
+class WgmmaClusterConfig(WgmmaPersistentConfig):
+    """Step 21: step 20's persistent kernel in clusters of two blocks side by side in N (the same
+    block_m rows of A, two block_n column tiles of B); block 0 of each cluster loads A's tile into
+    both blocks' shared memory with one multicast TMA."""
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if isinstance(self.ctas, int) and not isinstance(self.ctas, bool) and self.ctas % 2:
+            raise ConfigError(f"ctas must be even (clusters of two blocks), got {self.ctas}")
+        super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
+class WgmmaTmaStoreConfig(WgmmaClusterConfig):
+    """Step 22: step 21's kernel whose consumers write C through shared memory: each stages its
+    64 columns of the tile in chunks of `chunk` bytes that one thread stores with a TMA store.
+    The default, 16 KB, fits beside the four 48 KB stages of the ring (196,608 + 2 x 16,384 of
+    the 232,448 bytes an H100 gives a block); with 3 stages a consumer's whole part of a 16-bit
+    tile (32 KB) fits in one chunk."""
+
+    chunk: int = 16384
+
+    @property
+    def shared_bytes(self) -> int:
+        return super().shared_bytes + self.consumers * self.chunk
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if not isinstance(self.chunk, int) or isinstance(self.chunk, bool) or self.chunk not in (8192, 16384, 32768, 65536):
+            raise ConfigError(f"chunk must be 8192, 16384, 32768 or 65536 bytes, got {self.chunk!r}")
+        super().validate(M, N, K)

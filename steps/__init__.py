@@ -2,7 +2,7 @@
 
 Every module at the top of this package is an entry point, two lines over the code below it:
 
-    step1.py … step19.py   python -m steps.stepN    one step: build, check, time (commands/cli.py)
+    step1.py … step22.py   python -m steps.stepN    one step: build, check, time (commands/cli.py)
     __main__.py            python -m steps          the whole ladder (commands/ladder.py)
     bench.py  sweep.py  cublas.py  crosscheck.py  special.py    commands/<name>.py
     epilogue.py  model.py  rpc_pool.py              commands/<name>.py
@@ -18,7 +18,7 @@ The packages, each importing only from those below it (tests/test_layout.py hold
 
 ``python -m steps.stepN`` for a number with no stepN.py (``steps.step99``) would be Python's
 "No module named steps.step99"; ``_no_such_step`` below makes it the step command's one-line
-error and exit 2 (``unknown step 99; steps are 1-19``, the range read from schedules.STEPS).
+error and exit 2 (``unknown step 99; steps are 1-22``, the range read from schedules.STEPS).
 docs/maintaining.md has the map with each module's job.
 """
 

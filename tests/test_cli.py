@@ -403,7 +403,7 @@ def test_each_steps_config_extends_its_priors(step):
     the first tensor-core step, whose warp tiles are another kind of config than the CUDA-core
     ladder's thread tiles, and the first Hopper rung (warpgroup tiles, not warp tiles): --explain
     then builds the prior at its own tuned config."""
-    prior = schedules.get_step(step.number - 1)
+    prior = cli.prior_step(step)  # the step before it, or its PRIOR (step 20's is 18)
     if (step.tensor_cores and not prior.tensor_cores) or (step.arch and not prior.arch):
         assert step.number in (12, 15) and not issubclass(step.Config, prior.Config)
         cfg = step.default_config(512, 512, 512)
@@ -418,7 +418,7 @@ def test_each_steps_config_extends_its_priors(step):
 @pytest.mark.parametrize("n", (512, 1024, 2048))
 @pytest.mark.parametrize("step", schedules.STEPS[1:], ids=lambda s: f"step{s.number}")
 def test_prior_config_is_the_steps_own_where_it_fits(step, n):
-    prior = schedules.get_step(step.number - 1)
+    prior = cli.prior_step(step)
     cfg = step.default_config(n, n, n)
     prior_cfg, how = cli.prior_config(step, prior, cfg, (n, n, n), "sm_90")
     assert type(prior_cfg) is prior.Config and "\n" not in how

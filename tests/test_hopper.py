@@ -1,7 +1,8 @@
-"""The Hopper rungs (steps 15-19, schedules/transforms/wgmma.py) without a GPU: what they are, that they
+"""The Hopper rungs (steps 15-22, schedules/transforms/wgmma.py) without a GPU: what they are, that they
 build for sm_90a with the instructions their ideas name, ptxas's report, their configs' one-line
 errors, odd shapes, and the one line a GPU of another kind gets. Step 19 (3xTF32 on wgmma) has
-its own section: the split, the three products, the promotion, the fp32 fallback.
+its own section: the split, the three products, the promotion, the fp32 fallback; steps 20-22
+(persistent grid, clusters, TMA store) have tests/test_hopper_persistent.py.
 
 Their correctness and speed on a GPU are tests/test_gpu.py's and tests/test_gpu_shapes.py's
 (every step, these included; skipped with the reason on a GPU that is not Hopper)."""
@@ -17,7 +18,8 @@ import pytest
 
 import schedules
 from schedules import ConfigError
-from schedules.config import Wgmma3xTF32Config, WgmmaConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig
+from schedules.config import (Wgmma3xTF32Config, WgmmaClusterConfig, WgmmaConfig, WgmmaPersistentConfig,
+                              WgmmaPipelineConfig, WgmmaRegisterAConfig, WgmmaTmaStoreConfig)
 from steps.commands import ladder
 from steps.measure import harness, nvcc
 
@@ -42,15 +44,18 @@ def kernels(src: str) -> list[tuple[str, str, str]]:
     return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
 
 
-def test_the_hopper_rungs_are_15_to_19():
-    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19]
+def test_the_hopper_rungs_are_15_to_22():
+    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22]
     assert all(s.arch == "sm_90a" and s.tensor_cores for s in HOPPER)
-    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18] and SPLIT_STEP.precision == "fp32"
+    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22] and SPLIT_STEP.precision == "fp32"
     assert all(s.arch is None for s in schedules.STEPS if s.number < 15)
     # Each rung's config is its prior's, or extends it; 15 starts a new kind (warpgroup tiles).
     assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig,
-                                          Wgmma3xTF32Config]
+                                          Wgmma3xTF32Config, WgmmaPersistentConfig, WgmmaClusterConfig,
+                                          WgmmaTmaStoreConfig]
     assert issubclass(Wgmma3xTF32Config, WgmmaRegisterAConfig)
+    assert issubclass(WgmmaTmaStoreConfig, WgmmaClusterConfig) and issubclass(WgmmaClusterConfig, WgmmaPersistentConfig)
+    assert issubclass(WgmmaPersistentConfig, WgmmaRegisterAConfig)
     assert issubclass(WgmmaRegisterAConfig, WgmmaPipelineConfig) and issubclass(WgmmaPipelineConfig, WgmmaConfig)
     assert all(harness.tolerance(s) == harness.TF32_TOLERANCE for s in HOPPER_TF32)
     assert harness.tolerance(SPLIT_STEP) == harness.tolerance(schedules.get_step(14)) < harness.TF32_TOLERANCE
@@ -88,7 +93,8 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
     assert "wgmma.commit_group.sync.aligned" in src and "wgmma.wait_group.sync.aligned" in src
     # TMA: a tensor map per operand, passed by value; the copy engine completes an mbarrier.
     (threads, name, params), = [k for k in kernels(src) if "CUtensorMap" in k[2]]
-    assert params.count("const __grid_constant__ CUtensorMap") == 2
+    # A and B's; step 22 stores C through a third.
+    assert params.count("const __grid_constant__ CUtensorMap") == (3 if step.number == 22 else 2)
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in src
     assert "mbarrier.try_wait.parity" in src and "mbarrier.arrive.expect_tx" in src
     # The GEMM kernel: dynamic shared memory (the ring and its barriers), launch bounds = threads.
@@ -202,7 +208,7 @@ def test_the_ladder_skips_the_hopper_rungs_elsewhere(capsys):
     kept = ladder.runnable_steps(list(schedules.STEPS), "sm_80")
     assert [s.number for s in kept] == list(range(1, 15))
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19: they need a Hopper GPU (sm_90a: wgmma, TMA); "
+    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22: they need a Hopper GPU (sm_90a: wgmma, TMA); "
                    "this is sm_80"]
     assert ladder.runnable_steps(list(schedules.STEPS), "sm_90") == list(schedules.STEPS)
     with pytest.raises(Exception, match="need a Hopper GPU"):

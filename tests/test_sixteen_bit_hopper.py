@@ -1,4 +1,4 @@
-"""The Hopper rungs in fp16 and bf16 (steps 15-18 with --dtype) without a GPU: the instructions
+"""The Hopper rungs in fp16 and bf16 (steps 15-18 and 20-22 with --dtype) without a GPU: the instructions
 their ideas name, what step 18 changes for 16-bit (a transposed descriptor, no copy of B), the
 consumers' wait, ptxas's report, odd shapes, and step 19's one line. Their results on a GPU are
 tests/test_gpu_sixteen_bit.py's."""
@@ -16,7 +16,7 @@ from steps.measure import nvcc
 
 SIXTEEN = ("fp16", "bf16")
 PTX_TYPE = {"fp16": "f16", "bf16": "bf16"}
-RUNGS = (15, 16, 17, 18)
+RUNGS = (15, 16, 17, 18, 20, 21, 22)
 
 
 def source(step, M, N, K, dtype) -> str:
@@ -35,14 +35,15 @@ def test_each_rung_has_a_16_bit_form_on_k16_wgmma(step, dtype):
     s = schedules.get_step(step)
     assert dtype in s.dtypes and s.precision_of(dtype) == dtype and s.precision_of() == "tf32"
     src = source(step, 1024, 1024, 1024, dtype)
-    n = {15: 128, 16: 128, 17: 256, 18: 256}[step]
-    trans_a = "1" if step == 18 else "0"
+    n = {15: 128, 16: 128}.get(step, 256)
+    trans_a = "1" if step >= 18 else "0"  # step 18 on read B^T through a transposed descriptor
     assert wgmma_lines(src) == {(f"m64n{n}k16", PTX_TYPE[dtype], trans_a, "0")}
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{PTX_TYPE[dtype]}.{PTX_TYPE[dtype]}" in src
     assert "tf32" not in src
-    # C is written in the dtype, from fp32 accumulators fenced by reference before the store.
+    # C is written in the dtype (step 22: through shared memory, by a TMA store), from fp32
+    # accumulators fenced by reference before the store.
     ctype = {"fp16": "half", "bf16": "nv_bfloat16"}[dtype]
-    assert re.search(rf"{ctype}\* __restrict__ C_ptr", src)
+    assert bool(re.search(rf"{ctype}\* __restrict__ C_ptr", src)) == (step != 22)
     assert "void ptx_wgmma_fence_operand(float& reg)" in src
 
 
@@ -57,7 +58,7 @@ def test_step_18_reads_b_as_stored_and_the_others_copy_it(dtype):
     assert len(re.findall(r'extern "C" __global__ [^;{]*\{', src)) == 1  # defined kernels: the GEMM only
 
 
-@pytest.mark.parametrize("step", (16, 17, 18))
+@pytest.mark.parametrize("step", (16, 17, 18, 20, 21, 22))
 def test_16_bit_consumers_release_a_stage_with_no_group_in_flight(step):
     """TF32 consumers hand a stage back with one wgmma group running (wait_group 1); the 16-bit
     ones were measured wrong that way and wait for all (Plan.in_flight)."""

@@ -238,3 +238,27 @@ def test_tf32_steps_and_expected_regressions_are_marked(tmp_path):
     assert "**Step 14 (fp32-accurate on tensor cores) against each reference**" in text
     assert "cuBLAS fp32 (TF32 off) 2.65×" in text
     assert "MetaSchedule (128 trials) 5.30×." in text  # no step of its kind before it here
+
+
+def test_a_step_from_another_run_is_compared_with_its_own_baseline_only(tmp_path):
+    """The "against each reference (same run)" line: a step measured in a later run than the
+    references file (steps 20-22 beside the 2026-11-25 ladder) uses the cuBLAS timed beside it in
+    its own rows, and no other reference."""
+    gpu = "NVIDIA H200"
+    doc = _doc(step=13, name="step13", schema=2, environment={"gpu": gpu, "date": "2026-11-27T20:49:19+00:00"})
+    doc.update(precision="tf32", tensor_cores=True, baseline="cublas_tf32")
+    doc["results"][0].update(gflops=160000.0, speedup_vs_prior=2.7, cublas_gflops=80000.0, pct_cublas=200.0,
+                             cublas_host_bound=False)
+    results.write_atomic(results.step_path(tmp_path, gpu, 13), doc)
+    gpu_dir = tmp_path / results.gpu_slug(gpu)
+    _save_references(gpu_dir)
+    refs = json.loads((gpu_dir / "references.json").read_text())
+    refs["environment"] = {"gpu": gpu, "date": "2026-11-25T03:00:19+00:00"}
+    (gpu_dir / "references.json").write_text(json.dumps(refs))
+    text = table.render(tmp_path)
+    assert "cuBLAS TF32 (reduced precision) 2.00×" in text  # 160 / its own 80, not the file's 40
+    assert "measured 2026-11-27" in text
+    # The same run (one timestamp): the references file's row.
+    refs["environment"]["date"] = "2026-11-27T20:49:19+00:00"
+    (gpu_dir / "references.json").write_text(json.dumps(refs))
+    assert "cuBLAS TF32 (reduced precision) 4.00×" in table.render(tmp_path)

@@ -20,7 +20,7 @@ schedule wins. ``LadderMatmul.apply``:
    anything else it does not recognise (another dtype, a symbolic shape, a producer block
    before the product): it returns None and the next rule takes the function.
 2. **Chooses** the step with ``schedules.fastest`` for (M, N, K) (a batch: batches x M rows), among the steps that are
-   schedules of a TensorIR block (1-13: 14 computes on split operands and 15-19 are kernels
+   schedules of a TensorIR block (1-13: 14 computes on split operands and 15-22 are kernels
    written out, which ``schedules/integration/relax_dispatch.py`` places in a model at the Relax level) and
    build without a lowering pass of the ladder's own (``Step.builds_in_model``).
 3. **Rewrites** the product the way ``Step.schedule`` sees the base matmul: blocks ``A_pad``

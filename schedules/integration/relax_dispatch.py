@@ -30,7 +30,7 @@ Which kernels a model can take: those whose build needs none of the ladder's own
 (``schedules.device_passes`` empty), because a model is lowered by one TIR pipeline for all its
 functions. That excludes step 14 (its fp32 fallback is a lowering pass) and step 11 where its
 serial K reaches 8192 (schedules/lowering/long_k.py); among the rest ``fastest`` picks from the committed
-measurements as always. The Hopper rungs (15-19) need the module built for sm_90a; for another
+measurements as always. The Hopper rungs (15-22) need the module built for sm_90a; for another
 arch they are not candidates. A matmul nothing can take (a batched weight, a dynamic shape,
 another dtype, a shape with no allowed step) is left as it was, for dlight.
 """

@@ -3,7 +3,7 @@
     cuda_core.py     the CUDA-core transforms of steps 1-11 (tiles, shared memory, pipelines, split-K)
     tensor_core.py   blockize + tensorize onto mma.sync, and its pipeline (steps 12-14)
     tensor_intrin.py the project's TF32 tensor intrinsics (TVM registers fp16 ones only)
-    wgmma.py         the Hopper kernels written as sblocks of T.ptx calls (steps 15-19)
+    wgmma.py         the Hopper kernels written as sblocks of T.ptx calls (steps 15-22)
     padding.py       any M, N, K: pad to whole tiles, then fold the pads into the copies
     epilogue.py      D = act(alpha * A @ B + bias + beta * C_in) folded into a step's store
 

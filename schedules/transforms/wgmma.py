@@ -1,4 +1,4 @@
-"""The Hopper rungs' shared pieces (steps 15-19): wgmma fed by TMA, written as TensorIR sblocks.
+"""The Hopper rungs' shared pieces (steps 15-22): wgmma fed by TMA, written as TensorIR sblocks.
 
 Steps 12-14 schedule the base matmul and tensorize 16 x 16 x 8 tiles onto ``mma.sync``, a warp
 instruction Hopper keeps for compatibility. Hopper's own path is three things no schedule

@@ -152,9 +152,12 @@ def _checked_config(step, M, N, K, overrides: dict | None = None, dtype: str = "
 
 def prior_step(step, dtype: str = "fp32"):
     """The step `step` is measured against: the one before it in the registry (None for the
-    first, whose prior is numpy); for 16-bit inputs, the one before it that has that dtype
-    (None for the first such step: it has no prior)."""
-    earlier = [s for s in schedules.STEPS if s.number < step.number and dtype in s.dtypes]
+    first, whose prior is numpy), or the module's PRIOR where the one before it computes another
+    precision (step 20, TF32, after step 19, 3xTF32); for 16-bit inputs, the latest such step
+    that has that dtype (None for the first: it has no prior)."""
+    named = getattr(step.module, "PRIOR", None)  # a rung after one of another precision (20 after 19)
+    earlier = [s for s in schedules.STEPS if s.number < step.number and dtype in s.dtypes
+               and (named is None or s.number <= named)]
     return earlier[-1] if earlier else None
 
 

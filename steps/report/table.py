@@ -84,7 +84,7 @@ def render_gpu(docs: list[dict], ref_doc: dict | None = None, gpu_dir: Path | No
     guarded = all(d["schema"] >= 2 for d in docs)
     head = (f"**{env['gpu']}** ({env.get('sm_count', '?')} SMs, driver {env.get('driver', '?')}, "
             f"CUDA runtime {env.get('cuda_runtime', '?')}, TVM {env.get('tvm_version', '?')}), "
-            f"measured {env['date'][:10]}. TFLOPS (median kernel time), × the prior step in the same run, "
+            f"measured {measured_on(docs)}. TFLOPS (median kernel time), × the prior step in the same run, "
             "% of cuBLAS strict fp32 in the same run.")
     lines = [head, ""]
     if not guarded:
@@ -159,6 +159,37 @@ KINDS = (
 )
 
 
+def measured_on(docs: list[dict]) -> str:
+    """When the table's steps were measured: the day of most of them, and the steps measured in
+    other runs with their days (each row's × prior and % cuBLAS come from its own run)."""
+    runs: dict = {}  # a run's files share one timestamp
+    for d in docs:
+        runs.setdefault(d["environment"]["date"], []).append(d["step"])
+    main = max(runs, key=lambda run: len(runs[run]))
+    others = [f"steps {_steps_named(steps)} in " + ("another run that day" if run[:10] == main[:10] else f"a run of {run[:10]}")
+              for run, steps in sorted(runs.items()) if run != main]
+    return ", ".join([main[:10]] + others)
+
+
+def _steps_named(steps: list[int]) -> str:
+    return ", ".join(map(str, steps)) if len(steps) < 3 or steps != list(range(steps[0], steps[-1] + 1)) \
+        else f"{steps[0]}-{steps[-1]}"
+
+
+def same_run_reference(doc: dict, ref_doc: dict | None, key: str, size) -> dict | None:
+    """Reference `key`'s row at `size` as measured in the same run as step file `doc`: the
+    references file's row, unless that file was saved by another run (a run's files share one
+    timestamp, to the second; e.g. steps 20-22 measured beside the 2026-11-25 ladder); then the
+    step's own baseline, cuBLAS timed beside it in every row, and None for the other references."""
+    ran, refs_ran = ((d or {}).get("environment", {}).get("date", "")[:19] for d in (doc, ref_doc))
+    if not (ran and refs_ran and ran != refs_ran):
+        return references.row(ref_doc, key, size)
+    mine = results.row_for(doc, *size)
+    if key == doc.get("baseline") and mine and mine.get("cublas_gflops"):
+        return {"gflops": mine["cublas_gflops"], "host_bound": mine.get("cublas_host_bound")}
+    return None
+
+
 def final_step_versus_references(docs: list[dict], ref_doc: dict | None, sizes) -> str:
     """'Step N (kind) against each reference (same run): ...' per kind of step, and against the step
     of its kind before it, or ''."""
@@ -175,7 +206,7 @@ def final_step_versus_references(docs: list[dict], ref_doc: dict | None, sizes) 
                 continue
             ratios = []
             for s in sizes:
-                mine, theirs = results.row_for(final, *s), references.row(ref_doc, key, s)
+                mine, theirs = results.row_for(final, *s), same_run_reference(final, ref_doc, key, s)
                 # A ratio with a host-bound side may time the host: marked, as in the table.
                 bound = any(row and row.get("host_bound") for row in (mine, theirs))
                 ratios.append(f"{mine['gflops'] / theirs['gflops']:.2f}×" + (MARK if bound else "")
@@ -279,7 +310,7 @@ def render_dtype(docs: list[dict], ref_doc: dict | None, dtype: str, link: str =
     sizes = sorted({(r["M"], r["N"], r["K"]) for d in docs for r in d["results"]})
     env = docs[-1]["environment"]
     base_key = references.baseline(None, dtype).key
-    lines = [f"**{dtype} inputs** ({env['gpu']}, measured {env['date'][:10]}): A and B in {dtype}, C in {dtype} "
+    lines = [f"**{dtype} inputs** ({env['gpu']}, measured {measured_on(docs)}): A and B in {dtype}, C in {dtype} "
              f"summed in fp32. TFLOPS (median kernel time), × the step before it that has {dtype} (same run), "
              f"% of cuBLAS {dtype} (fp32 compute) in the same run; relative error against the float64 product of "
              f"the {dtype} inputs, held to {dtypes.TOLERANCE[dtype]:g} "

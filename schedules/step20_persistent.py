@@ -1,0 +1,182 @@
+"""Step 20 — a persistent grid: one block per SM walks the output tiles, loads running ahead.
+
+Idea: step 18 launches one block per 256 x 128 tile, and a block holds an SM alone (197 KB of
+shared memory), so between two tiles an SM does nothing useful: the block's consumers store the
+accumulator while no load is in flight, the block exits, the next one starts, initializes its
+barriers and waits a TMA round trip for its first slice. Launch min(tiles, ctas) blocks (ctas =
+132, one per SM of an H100) instead; block b takes the tiles b, b + ctas, b + 2 ctas, ... in
+the raster order of step 15 (blocks that run together still share A's rows and B's columns in
+L2). The ring's slices are counted across the block's tiles, so its producer goes on loading
+the next tile's slices as soon as a stage is free, while the consumers finish and store the
+last one; the consumers hand back every stage of a tile, its last slice included. The tile
+scheduler is a loop and two index functions (``tile_loop``): a block's tiles are known when it
+starts, so no counter in global memory is needed.
+
+Prediction: at 4096^3 step 18 runs 512 tiles of ~48 us each on 132 SMs (3.9 waves); what a
+persistent block saves per tile is the fill (one TMA round trip, ~1-2 us) and the launch of the
+next block, ~3-5%; at 8192^3 (2048 tiles, 135 us each) less than 2%. The last wave's
+imbalance (512 = 3 x 132 + 116) stays.
+
+Measured (H100 80GB HBM3, driver 580.159.04, TVM 0.27.0.post1, 2026-11-27, kernel time). The
+committed run (python -m steps --steps 18,20,21,22 --sizes 512 1024 2048 4096 8192 --save, and
+--dtype bf16 / fp16; results/nvidia-h100-80gb-hbm3/): at 2048 / 4096 / 8192^3
+- bf16 632.9 / 706.8 / 688.5 TFLOP/s, 1.03x / 1.02x / 0.95x step 18, 88% / 102% / 90% of cuBLAS bf16;
+- fp16 617.8 / 658.3 / 688.8, 0.99x / 0.99x / 0.98x step 18, 87% / 98% / 99% of cuBLAS fp16;
+- TF32 327.4 / 355.1 / 377.6, 1.02x / 1.00x / 1.09x step 18, 92% / 103% / 99% of cuBLAS TF32.
+The probe's alternating rounds (one process, kernels in turn, tools/ of commit "issue 48 probes",
+results/nvidia-h100-80gb-hbm3/evidence/issue48_probes.txt) agree: 0-2% over step 18 at 4096^3
+(bf16 686-692 against 681-683), within the spread of one kernel's rounds. The spread is wide
+because every kernel here, cuBLAS included, runs at the board's power limit (680-700 W of 700,
+SM clocks 1.1-1.45 GHz under load against 1.98 maximum): the same kernel reads 650 in one round
+and 750 in the next, so only same-round ratios count. As predicted, small; what the probe
+found instead is where the time goes: leaving the store out (results wrong, time right) ran
+step 20 at 836 against 645 TFLOP/s at 4096^3 bf16 in the same rounds (766 against 680 at
+8192^3). The accumulator's store, 128 scattered 2-byte stores per thread while no wgmma runs,
+is step 22's idea. Also measured: 128 blocks rather than 132 (``blocks_for``) 0-5% faster in
+every round where the two differed by more than the noise (512 tiles: 4 waves either way); the
+16-bit wait_group 1 (``Plan.in_flight``), tried here, was right at 4096^3 but no faster.
+Nsight Compute: not yet run on this rung (the session's device time went to the rounds above).
+
+The rung's own pieces, below: ``tile_loop`` (a block's tiles), ``produce_tiles`` (the producer
+over them), ``consume_tiles`` (a consumer over them) and ``persistent`` (the kernel). A stage's
+loads, wgmma and the store are step 18's.
+
+Run: python -m steps.step20
+"""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+from dataclasses import replace
+
+from .config import HOPPER_SMS, WgmmaPersistentConfig
+from .step18_register_a import load_b_boxes, multiply_register_a, multiply_transposed, store_transposed
+from .transforms import wgmma
+from .transforms.wgmma import CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, Plan, _ceil
+
+NUMBER = 20
+TENSOR_CORES = True
+NAME = "persistent grid"
+IDEA = "one block per SM walks the tiles (bid, bid + 132, ...); the producer loads the next tile while the consumers store"
+PRECISION = "tf32"  # for fp32 inputs; fp16 and bf16 inputs are their own precision
+DTYPES = ("fp32", "fp16", "bf16")
+ARCH = "sm_90a"
+PRIOR = 18  # a TF32 rung: measured against step 18, not step 19 (3xTF32)
+Config = WgmmaPersistentConfig
+PASS_CONFIG: dict = {}
+PIECES = ("tile_loop", "produce_tiles", "consume_tiles", "persistent")
+
+
+def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaPersistentConfig:
+    cfg = WgmmaPersistentConfig()
+    return replace(cfg, ctas=blocks_for(_ceil(M, cfg.block_m) * _ceil(N, cfg.block_n)))
+
+
+def blocks_for(work: int, per: int = 1) -> int:
+    """The blocks to launch for `work` tiles (or pairs of tiles, `per` blocks each): 128, not all
+    132 SMs, where that takes no more waves (512 tiles at 4096^3, 2048 at 8192^3: 4 and 16
+    either way). Measured faster by 0-5% (bf16 and fp16, H100, 2026-11-27, alternating rounds;
+    the slowest rounds at 132): what the four idle SMs save is L2 and power, not waves."""
+    fewer = 128 // per
+    return (fewer if _ceil(work, fewer) == _ceil(work, HOPPER_SMS // per) else HOPPER_SMS // per) * per
+
+
+def grid(plan: Plan) -> int:
+    """Blocks launched: one per SM, or one per tile where there are fewer."""
+    return min(plan.tm * plan.tn, plan.cfg.ctas)
+
+
+def tile_loop(plan: Plan, bid):
+    """How many tiles block `bid` runs (bid < grid), and tile t's index in the raster order."""
+    tiles, ctas = plan.tm * plan.tn, grid(plan)
+    return (tiles - bid + ctas - 1) // ctas, lambda t: bid + t * ctas
+
+
+def produce_tiles(plan: Plan, load):
+    """A macro: the producer thread loads every slice of every tile of its block; slice g of the
+    block (g = t KT + kt) goes to stage g % stages, once the consumers have freed it."""
+    stages, KT = plan.stages, plan.KT
+
+    @T.macro
+    def producer(smem, A_map, B_map, bid):
+        count, tile = T.meta_var(tile_loop(plan, bid))
+        for t in T.serial(count):
+            for kt in T.serial(KT):
+                if t * KT + kt >= stages:
+                    T.cuda.mbarrier_wait(T.address_of(smem[plan.empty_bar((t * KT + kt) % stages)]),
+                                         (((t * KT + kt) // stages) & 1) ^ 1)
+                load(smem, A_map, B_map, kt, (t * KT + kt) % stages, plan.tile_m0(tile(t)), plan.tile_n0(tile(t)))
+
+    return producer
+
+
+def consume_tiles(plan: Plan, multiply, store):
+    """A macro: a consumer warpgroup runs step 16's loop on each of its block's tiles, counting
+    slices across them, and hands back the tile's last stage before its store, so the producer
+    is already filling the ring for the next tile while the store runs."""
+    stages, KT, acc_n, in_flight = plan.stages, plan.KT, plan.acc_n, plan.in_flight
+
+    @T.macro
+    def consumer(smem, acc, frag, descA, descB, C, bid, wg, warp, lane):
+        count, tile = T.meta_var(tile_loop(plan, bid))
+        for t in T.serial(count):
+            for i in T.unroll(acc_n):
+                acc[i] = T.float32(0)
+                T.cuda.wgmma.noop_barrier(acc[i])
+            for kt2 in T.serial(_ceil(KT, 2)):
+                for p in T.unroll(2):
+                    if kt2 * 2 + p < KT:
+                        T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((t * KT + kt2 * 2 + p) % stages)]),
+                                             ((t * KT + kt2 * 2 + p) // stages) & 1)
+                        multiply(smem, acc, frag, descA, descB, (t * KT + kt2 * 2 + p) % stages, p, wg, warp, lane)
+                        T.ptx.wgmma.wait_group.sync.aligned(in_flight)
+                        if kt2 * 2 + p > 0:
+                            T.ptx.mbarrier.arrive.shared.b64(
+                                T.address_of(smem[plan.empty_bar((t * KT + kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+            # The tile's last slice is done too: its stage goes back before the store.
+            T.ptx.mbarrier.arrive.shared.b64(T.address_of(smem[plan.empty_bar((t * KT + KT - 1) % stages)]),
+                                             T.uint32(1))
+            for i in T.unroll(acc_n):
+                T.cuda.wgmma.noop_barrier(acc[i])
+            store(C, acc, plan.tile_m0(tile(t)), plan.tile_n0(tile(t)), wg, warp, lane)
+
+    return consumer
+
+
+def persistent(plan: Plan, producer, consumer):
+    """The kernel: step 16's roles and registers, grid(plan) blocks instead of one per tile."""
+
+    @T.macro
+    def kernel(A_op, B_op, C, A_map, B_map):
+        for bid in T.thread_binding(grid(plan), thread="blockIdx.x"):
+            for tid in T.thread_binding(plan.threads, thread="threadIdx.x"):
+                with T.sblock("C"):
+                    T.reads(A_op[0:plan.M, 0:plan.Ka], B_op[0:plan.B_shape[0], 0:plan.B_shape[1]])
+                    T.writes(C[0:plan.M, 0:plan.N])
+                    smem = T.sblock_alloc_buffer((plan.smem_fl,), plan.dtype, scope="shared.dyn", align=1024)
+                    acc = T.sblock_alloc_buffer((plan.acc_n,), "float32", scope="local")
+                    frag = T.sblock_alloc_buffer((plan.frag_regs,), "uint32", scope="local")
+                    descA = T.sblock_alloc_buffer((1,), "uint64", scope="local")
+                    descB = T.sblock_alloc_buffer((1,), "uint64", scope="local")
+                    wg = T.meta_var((tid - plan.first) // WARPGROUP)
+                    warp = T.meta_var(tid % WARPGROUP // 32)
+                    lane = T.meta_var(tid % 32)
+                    wgmma.init_barriers(plan)(smem, tid)
+                    if tid < WARPGROUP:
+                        T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
+                        if tid == 0:
+                            producer(smem, A_map, B_map, bid)
+                    else:
+                        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+                        consumer(smem, acc, frag, descA, descB, C, bid, wg, warp, lane)
+
+    return kernel
+
+
+def kernel(M: int, N: int, K: int, cfg: WgmmaPersistentConfig, dtype: str = "fp32"):
+    p = wgmma.plan(M, N, K, cfg, dtype)
+    multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
+    return wgmma.prim_func(p, persistent(p, produce_tiles(p, load_b_boxes(p)),
+                                         consume_tiles(p, multiply, store_transposed(p))))

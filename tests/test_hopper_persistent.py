@@ -1,0 +1,113 @@
+"""Steps 20-22 (issue 48) without a GPU: a persistent grid, clusters of two with a multicast TMA,
+the epilogue through shared memory and a TMA store. What each kernel's IR and CUDA hold, the
+grid each launches, their configs' one-line errors, their priors. ptxas (no spills, no stack
+frame) and odd shapes are tests/test_hopper.py's, which runs every Hopper rung; correctness on
+the GPU is tests/test_gpu_shapes.py's and tests/test_gpu_sixteen_bit_shapes.py's."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import schedules
+from schedules.config import WgmmaClusterConfig, WgmmaPersistentConfig, WgmmaTmaStoreConfig
+from schedules.step20_persistent import blocks_for
+from steps.commands import cli
+
+from .checks import config_error
+
+STEP20, STEP21, STEP22 = (schedules.get_step(n) for n in (20, 21, 22))
+
+
+def source(step, M, N, K, dtype="fp32", cfg=None) -> str:
+    return schedules.cuda_source(schedules.build(step, M, N, K, arch="sm_90a", config=cfg, dtype=dtype))
+
+
+def launched_blocks(step, M, N, K, dtype="fp32", cfg=None) -> int:
+    """The GEMM's grid: the extent bound to blockIdx.x in the scheduled IR (the copy kernels bind
+    blockIdx.y too, so the GEMM is the block named C)."""
+    text = step.schedule(M, N, K, cfg, dtype=dtype).mod.script()
+    gemm = text[:text.index('T.sblock("C")')]
+    return int(re.findall(r'T\.thread_binding\((\d+), thread="blockIdx\.x"\)', gemm)[-1])
+
+
+def test_priors_and_configs():
+    # Step 20 is a TF32 (and 16-bit) rung after step 19 (3xTF32): measured against step 18.
+    for dtype in ("fp32", "bf16", "fp16"):
+        assert [cli.prior_step(s, dtype).number for s in (STEP20, STEP21, STEP22)] == [18, 20, 21]
+    assert cli.prior_label(STEP20) == "step 18"
+    assert (STEP20.Config, STEP21.Config, STEP22.Config) == (WgmmaPersistentConfig, WgmmaClusterConfig,
+                                                             WgmmaTmaStoreConfig)
+    assert all(s.dtypes == ("fp32", "fp16", "bf16") and s.precision == "tf32" for s in (STEP20, STEP21, STEP22))
+    # Step 22's chunk buffers: 2 x 16 KB beside the four 48 KB stages, under the 227 KB a block may have.
+    cfg = WgmmaTmaStoreConfig()
+    assert cfg.shared_bytes == WgmmaClusterConfig().shared_bytes + 2 * 16384 <= 232448
+
+
+@pytest.mark.parametrize("work, per, blocks", [(512, 1, 128), (2048, 1, 128), (130, 1, 132), (129, 1, 132),
+                                               (128, 1, 128), (256, 2, 128), (65, 2, 132), (1024, 2, 128)])
+def test_blocks_for_takes_128_where_no_wave_is_added(work, per, blocks):
+    assert blocks_for(work, per) == blocks
+
+
+@pytest.mark.parametrize("dtype", ("fp32", "bf16"))
+def test_one_block_per_sm_walks_the_tiles(dtype):
+    # 4096^3: 16 x 32 tiles of 256 x 128, on 128 blocks (4 each); a small problem: one block a tile.
+    assert launched_blocks(STEP20, 4096, 4096, 4096, dtype) == 128
+    assert launched_blocks(STEP20, 1000, 1500, 700, dtype) == 4 * 12
+    assert launched_blocks(STEP20, 4096, 4096, 4096, dtype, WgmmaPersistentConfig(ctas=100)) == 100
+    # Clusters: two blocks per pair of tiles; an odd number of column tiles leaves a half pair.
+    assert launched_blocks(STEP21, 4096, 4096, 4096, dtype) == 128
+    assert launched_blocks(STEP21, 1000, 1500, 700, dtype) == 4 * 6 * 2
+    assert launched_blocks(STEP22, 33, 64, 129, dtype) == 2
+    # Step 18 launches one block per tile.
+    assert launched_blocks(schedules.get_step(18), 4096, 4096, 4096, dtype) == 512
+
+
+@pytest.mark.parametrize("dtype", ("fp32", "bf16"))
+def test_the_cuda_holds_clusters_and_multicast(dtype):
+    src = source(STEP21, 2048, 2048, 2048, dtype)
+    ir = STEP21.schedule(2048, 2048, 2048, dtype=dtype).mod.script()
+    assert 'thread="clusterCtaIdx.x"' in ir  # TVM launches it with a cluster dimension of 2
+    assert "tvm_builtin_cluster_ctaid_x" in src
+    assert "mbarrier::complete_tx::bytes.multicast::cluster" in src
+    assert "mapa.shared::cluster.u32" in src and "mbarrier.arrive.shared::cluster.b64" in src
+    assert ".release.cluster" not in src  # the cluster-scope release cost 40% (step 21's docstring)
+    assert "barrier.cluster.arrive.aligned" in src and "barrier.cluster.arrive.release" in src
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" not in src  # no TMA store before step 22
+
+
+@pytest.mark.parametrize("dtype", ("fp32", "bf16", "fp16"))
+def test_the_cuda_holds_the_tma_store(dtype):
+    src = source(STEP22, 2048, 2048, 2048, dtype)
+    (params,) = re.findall(r'__global__ void __launch_bounds__\(384\) main_kernel\(([^)]*)\) \{', src)
+    assert params.count("CUtensorMap") == 3  # A, B and C
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in src
+    assert "cp.async.bulk.commit_group" in src and "cp.async.bulk.wait_group.read 0" in src
+    assert "cp.async.bulk.wait_group 0" in src  # the block waits for its last stores
+    assert "bar.sync %0, 128" in src  # a consumer's threads meet around each chunk
+    store = {"fp32": "st.shared.f32", "bf16": "st.shared.b16", "fp16": "st.shared.b16"}[dtype]
+    assert store in src
+    # No store of C from registers to global memory is left: C is written by the copy engine.
+    assert not re.search(r"C_ptr\[[^\]]*\] = ", src)
+    assert re.search(r"C_ptr\[[^\]]*\] = ", source(STEP21, 2048, 2048, 2048, dtype))
+
+
+@pytest.mark.parametrize("dtype, N", [("fp32", 33), ("bf16", 65), ("fp16", 4)])
+def test_unaligned_rows_of_c_fall_back_to_step_21(dtype, N):
+    # TMA needs 16-byte row strides: N * 4 or N * 2 bytes not a multiple of 16 is step 21's kernel.
+    src = source(STEP22, 300, N, 200, dtype)
+    assert "global.shared::cta.tile.bulk_group" not in src
+    assert src == source(STEP21, 300, N, 200, dtype, WgmmaClusterConfig(ctas=STEP22.default_config(300, N, 200, dtype).ctas))
+
+
+@pytest.mark.parametrize("cfg, words", [
+    (WgmmaPersistentConfig(ctas=0), ("ctas", "1 to 1024")),
+    (WgmmaPersistentConfig(ctas=True), ("ctas", "1 to 1024")),
+    (WgmmaClusterConfig(ctas=131), ("ctas", "even", "clusters of two")),
+    (WgmmaTmaStoreConfig(chunk=1000), ("chunk", "16384")),
+    (WgmmaTmaStoreConfig(chunk=32768), ("shared memory", "227 KB")),
+], ids=str)
+def test_bad_configs_are_one_line(cfg, words):
+    config_error(lambda: cfg.validate(1024, 1024, 1024), *words)
