@@ -23,7 +23,7 @@ committed run (python -m steps --steps 18,20,21,22 --sizes 512 1024 2048 4096 81
 - bf16 632.9 / 706.8 / 688.5 TFLOP/s, 1.03x / 1.02x / 0.95x step 18, 88% / 102% / 90% of cuBLAS bf16;
 - fp16 617.8 / 658.3 / 688.8, 0.99x / 0.99x / 0.98x step 18, 87% / 98% / 99% of cuBLAS fp16;
 - TF32 327.4 / 355.1 / 377.6, 1.02x / 1.00x / 1.09x step 18, 92% / 103% / 99% of cuBLAS TF32.
-The probe's alternating rounds (one process, kernels in turn, tools/ of commit "issue 48 probes",
+The probe's alternating rounds (one process, kernels in turn; git show 80234e7:tools/hopper48_probe.py,
 results/nvidia-h100-80gb-hbm3/evidence/issue48_probes.txt) agree: 0-2% over step 18 at 4096^3
 (bf16 686-692 against 681-683), within the spread of one kernel's rounds. The spread is wide
 because every kernel here, cuBLAS included, runs at the board's power limit (680-700 W of 700,
