@@ -12,6 +12,9 @@
 #                                            # about 4 minutes: best in a call of its own with SKIP_TESTS=1)
 #   SIXTEEN=1 ONLY_SIXTEEN=1 SKIP_TESTS=1 ... # the fp16 and bf16 ladders (512-8192, --save) and their
 #                                            # special values instead: about 7 minutes, a call of its own
+#   NCU="20 21 22" [NCU_DTYPES="fp32 bf16"] [NCU_SIZE=4096] ONLY_TESTS=1 SKIP_TESTS=1 ...
+#                                            # Nsight Compute of those Hopper rungs (tools/ncu_hopper.sh),
+#                                            # logs/ncu_stepN_SIZE[_DTYPE].txt: about 40 s a kernel
 # It needs the project installed (pip install -e ".[test,cublas]"; MS_TUNE also ".[tune]"), or,
 # on a machine without a package index, TVM from a bundle in .gpu/ (see .gpu/setup.sh).
 # Everything it writes lands in the working tree (results/, schedules/tuned/, README.md) and
@@ -61,6 +64,16 @@ if [ "${SPECIAL:-0}" = 1 ]; then
   t0=$SECONDS
   timeout 400 python3 -m steps.special --save > logs/special.out 2> logs/special.err
   echo "special rc=$? $((SECONDS-t0))s"; tail -n 4 logs/special.out
+fi
+if [ -n "${NCU:-}" ]; then
+  for dt in ${NCU_DTYPES:-fp32 bf16}; do
+    for s in $NCU; do
+      t0=$SECONDS
+      if [ "$dt" = fp32 ]; then OUT=logs bash tools/ncu_hopper.sh "$s" "${NCU_SIZE:-4096}" > /dev/null
+      else OUT=logs DTYPE=$dt bash tools/ncu_hopper.sh "$s" "${NCU_SIZE:-4096}" > /dev/null; fi
+      echo "ncu step $s $dt rc=$? $((SECONDS-t0))s"
+    done
+  done
 fi
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t0=$SECONDS
