@@ -19,9 +19,15 @@ kernel time. ``fastest`` reads that table only (no GPU, no clock, no file but th
    3072^3: a factor of two counts the same at every size and in every dimension). The audit in
    ``results/<gpu>/evidence/dispatch_audit.txt`` times the rule's pick on shapes outside the set against
    every candidate there.
-3. **An arch with no table** (sm_80, sm_86, sm_89 today) gets the portable rule: step 11 for
-   fp32 (CUDA cores run everywhere, and split-K and its shape rule cover every shape), step 13
-   for tf32 (mma.sync, sm_80 and up).
+3. **An arch with no table** (sm_80, sm_86, sm_89 today), or a precision with no rows, gets the
+   portable rule: step 11 for fp32 (CUDA cores run everywhere, and split-K and its shape rule
+   cover every shape), step 13 for tf32, fp16 and bf16 (mma.sync, sm_80 and up).
+
+The precisions: "fp32" (fp32 inputs, SGEMM's accuracy: steps 1-11, 14, 19), "tf32" (fp32 inputs
+rounded to TF32: 12, 13, 15-18, 20-22), and "fp16" / "bf16" (16-bit inputs, fp32 sums, C in the
+dtype: the steps with that dtype, ``Step.dtypes``). The 16-bit rows are what issue 49 measures
+next; until a table has them, the portable rule answers, and says so in ``why``. A model's
+matmuls (the dlight rule, the Relax pass) take fp32 and tf32 only (``MODEL_PRECISIONS``).
 
 The step's own config for the shape comes with it (``Step.default_config``: its tuned entry or
 its shape rule), so the kernel is the one the table's row measured wherever the shape was
@@ -40,9 +46,22 @@ from .config import ConfigError, check_sizes
 
 TABLE_PATH = Path(__file__).resolve().parent / "tuned" / "dispatch.json"
 SCHEMA = "dispatch-1"
-PRECISIONS = ("fp32", "tf32")
+SIXTEEN_BIT = ("fp16", "bf16")  # a precision that is also the inputs' dtype
+PRECISIONS = ("fp32", "tf32") + SIXTEEN_BIT
+MODEL_PRECISIONS = ("fp32", "tf32")  # what the dlight rule and the Relax pass take (fp32 models)
 # The portable rule, for an arch no table covers: the step per precision, and why.
-PORTABLE = {"fp32": 11, "tf32": 13}
+PORTABLE = {"fp32": 11, "tf32": 13, "fp16": 13, "bf16": 13}
+
+
+def computes(step, precision: str) -> bool:
+    """Whether `step` is a candidate for `precision`: its own precision for fp32 inputs (fp32 or
+    tf32), or a form for that 16-bit dtype."""
+    return precision in step.dtypes if precision in SIXTEEN_BIT else step.precision == precision
+
+
+def config_for(step, M: int, N: int, K: int, precision: str):
+    """The step's config for the shape: its 16-bit one for fp16 and bf16."""
+    return step.default_config(M, N, K, precision) if precision in SIXTEEN_BIT else step.default_config(M, N, K)
 
 
 @dataclass(frozen=True)
@@ -129,7 +148,7 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
     measured = (entry or {}).get("precisions", {}).get(precision)
     if measured:
         runnable = [i for i, n in enumerate(measured["steps"])
-                    if n in by_number and by_number[n].runs_on(arch) and by_number[n].precision == precision]
+                    if n in by_number and by_number[n].runs_on(arch) and computes(by_number[n], precision)]
         rows = [(tuple(r[:3]), r[3]) for r in measured["shapes"] if any(r[3][i] is not None for i in runnable)]
         if runnable and rows:
             at, times = min(rows, key=lambda r: (log_distance(r[0], shape), r[0]))
@@ -139,11 +158,11 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
             among = ", ".join(str(measured["steps"][i]) for i in runnable)
             if at == shape:
                 why = f"fastest of steps {among} measured at this shape ({where})"
-                return Choice(step, step.default_config(M, N, K), why, times[best])
+                return Choice(step, config_for(step, M, N, K, precision), why, times[best])
             why = f"fastest of steps {among} at the nearest measured shape {'x'.join(map(str, at))} ({where})"
-            return Choice(step, step.default_config(M, N, K), why)
+            return Choice(step, config_for(step, M, N, K, precision), why)
     if PORTABLE[precision] not in by_number:
         raise ConfigError(f"no {precision} step is allowed at {M}x{N}x{K} on {arch}")
     step = by_number[PORTABLE[precision]]
-    return Choice(step, step.default_config(M, N, K),
+    return Choice(step, config_for(step, M, N, K, precision),
                   f"no {precision} measurements for {family(arch)}: the portable rule (step {step.number})")

@@ -68,8 +68,31 @@ def test_a_tf32_table_never_picks_an_fp32_step_and_vice_versa():
     assert schedules.fastest(2048, 2048, 2048, doc=mixed).step.number == 11
 
 
+def test_16_bit_precisions_pick_among_the_steps_with_that_dtype():
+    """fp16 and bf16: the steps with that 16-bit form (Step.dtypes), each at its 16-bit config;
+    with no rows, the portable rule (step 13, mma.sync), said in `why`."""
+    for dtype in dispatch.SIXTEEN_BIT:
+        portable = schedules.fastest(4096, 4096, 4096, precision=dtype, doc=table(ROWS))
+        assert portable.step.number == 13 and portable.config.dtype == dtype
+        assert f"no {dtype} measurements" in portable.why and "portable rule" in portable.why
+        # Step 19 has no 16-bit form: filed under bf16 by mistake, it is never the pick.
+        doc = table([((4096, 4096, 4096), (0.40, 0.21, 0.19, 0.05)), ((512, 512, 512), (0.01, 0.02, 0.03, 0.001))],
+                    steps=(13, 18, 22, 19), precision=dtype)
+        pick = schedules.fastest(4096, 4096, 4096, precision=dtype, doc=doc)
+        assert pick.step.number == 22 and pick.config == pick.step.default_config(4096, 4096, 4096, dtype)
+        assert "fastest of steps 13, 18, 22" in pick.why and pick.measured_ms == 0.19
+        assert schedules.fastest(512, 512, 512, precision=dtype, doc=doc).step.number == 13
+        # The other precisions' rows are not read, nor these by them.
+        assert schedules.fastest(4096, 4096, 4096, precision="tf32", doc=doc).step.number == 13
+        assert schedules.fastest(4096, 4096, 4096, doc=doc).step.number == 11
+        # What it picks builds for that dtype.
+        lib = schedules.build(pick.step, 4096, 4096, 4096, arch="sm_90a", config=pick.config, dtype=dtype)
+        assert {"fp16": "half", "bf16": "nv_bfloat16"}[dtype] in schedules.cuda_source(lib)
+
+
 @pytest.mark.parametrize("kwargs, words", [
-    (dict(precision="fp16"), "precision"),
+    (dict(precision="fp8"), "precision"),
+    (dict(precision="FP16"), "precision"),
     (dict(arch="sm_75"), "unknown arch"),
     (dict(gpu="No Such GPU"), "no dispatch table for GPU"),
 ])

@@ -332,3 +332,7 @@ def test_the_rule_in_dlights_pass_takes_every_matmul_and_leaves_the_rest():
 def test_bad_precision_is_one_line():
     with pytest.raises(ConfigError, match="precision"):
         LadderMatmul(precision="fp8")
+    # fastest() takes fp16 and bf16; a model's matmuls here are fp32 (16-bit models: issue 50).
+    with pytest.raises(ConfigError, match="a model's fp32 matmuls") as err:
+        LadderMatmul(precision="bf16")
+    assert "\n" not in str(err.value)

@@ -160,6 +160,8 @@ def test_bad_arguments_are_one_line():
         relax_dispatch.DispatchMatmuls(arch="sm_75")
     with pytest.raises(ConfigError, match="precision"):
         relax_dispatch.DispatchMatmuls(precision="fp8")
+    with pytest.raises(ConfigError, match="a model's fp32 matmuls"):
+        relax_dispatch.DispatchMatmuls(precision="fp16")  # fastest() takes it; 16-bit models are issue 50's
 
 
 @pytest.mark.parametrize("args, words", [

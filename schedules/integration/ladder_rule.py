@@ -401,8 +401,9 @@ class LadderMatmul(ScheduleRule):
     """dlight's interface to the ladder (the module's docstring says what it does)."""
 
     def __init__(self, precision: str = "fp32", gpu: str | None = None):
-        if precision not in dispatch.PRECISIONS:
-            raise ConfigError(f"precision must be one of {', '.join(dispatch.PRECISIONS)}, got {precision!r}")
+        if precision not in dispatch.MODEL_PRECISIONS:  # 16-bit models: issue 50
+            raise ConfigError(f"precision must be one of {', '.join(dispatch.MODEL_PRECISIONS)} (a model's fp32 "
+                              f"matmuls), got {precision!r}")
         self.precision, self.gpu = precision, gpu
         self.chosen: list[tuple[tuple[int, int, int], int, tuple[str, ...]]] = []  # (M, N, K), step, epilogue
 

@@ -128,8 +128,9 @@ class DispatchMatmuls:
 
         if arch not in VALID_ARCHS:
             raise ConfigError(f"unknown arch {arch!r}; valid: {', '.join(VALID_ARCHS)}")
-        if precision not in dispatch.PRECISIONS:
-            raise ConfigError(f"precision must be one of {', '.join(dispatch.PRECISIONS)}, got {precision!r}")
+        if precision not in dispatch.MODEL_PRECISIONS:  # 16-bit models: issue 50
+            raise ConfigError(f"precision must be one of {', '.join(dispatch.MODEL_PRECISIONS)} (a model's fp32 "
+                              f"matmuls), got {precision!r}")
         self.arch, self.precision, self.gpu, self.kernels_only = arch, precision, gpu, kernels_only
         self.chosen: list = []
 

@@ -482,7 +482,7 @@ def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: st
     from schedules import dispatch
 
     precisions = {}
-    for precision in dispatch.PRECISIONS:
+    for precision in dispatch.MODEL_PRECISIONS:  # the bench times fp32 inputs: fp32 and tf32 rows
         chosen = [s for s in steps if s.precision == precision]
         if not chosen:
             continue
