@@ -17,7 +17,7 @@ import pytest
 
 import schedules
 from steps.commands import bench, cli, options, sweep
-from steps.measure import harness, references
+from steps.measure import dtypes, harness, references
 from steps.report import plot, table
 from steps.results import shapes, shapeset
 
@@ -189,6 +189,9 @@ def test_the_final_fp32_cuda_core_step():
     (["--workers", "0"], ["--workers"]),
     (["--arch", "sm_75"], ["unknown arch"]),
     (["--references", "nope"], ["unknown reference"]),
+    (["--dtype", "bf16", "--save"], ["--save writes the fp32 shape benchmark", "--save-dispatch"]),
+    (["--dtype", "fp16", "--steps", "19", "--build-only"], ["step 19 has no fp16 form", "12, 13, 15"]),
+    (["--dtype", "fp8"], ["--dtype"]),
     (["--save", "--class", "odd"], ["--save publishes the whole shape set"]),
     (["--save", "--shapes", "64x64x64"], ["--save publishes the whole shape set"]),
     (["--check-only", "--build-only"], ["give one of them"]),
@@ -621,12 +624,16 @@ class _FakeRunner:
     def __init__(self, repeat, seed, isolate):
         assert isolate is False
 
-    def check(self, func, M, N, K):
+    dtypes: list = []  # the dtype of each check and timing, in order
+
+    def check(self, func, M, N, K, dtype="fp32"):
+        self.dtypes.append(dtype)
         if self.fault:
             raise RuntimeError(f"CUDA: {self.fault}\nsecond line")
         return self.rel_err
 
-    def time(self, lib, M, N, K):
+    def time(self, lib, M, N, K, dtype="fp32"):
+        self.dtypes.append(dtype)
         return harness.Timing(1.0, 0.9, 1.1, 3, 1, host_us=5.0)
 
 
@@ -636,7 +643,8 @@ def fake_worker(monkeypatch):
 
     monkeypatch.setattr(sweep, "_gpu_lock", threading.Lock(), raising=False)
     monkeypatch.setattr(harness, "KernelRunner", _FakeRunner)
-    monkeypatch.setattr(harness, "_build", lambda spec, M, N, K, arch, config: {"main": object()})
+    monkeypatch.setattr(harness, "_build", lambda spec, M, N, K, arch, config, dtype="fp32": {"main": object()})
+    monkeypatch.setattr(_FakeRunner, "dtypes", [])
     monkeypatch.setattr(bench, "_poisoned", False)
     monkeypatch.setattr(_FakeRunner, "rel_err", 3e-7)  # each test's changes are undone after it
     monkeypatch.setattr(_FakeRunner, "fault", None)
@@ -654,6 +662,10 @@ def test_the_job_checks_and_times_under_the_lock(fake_worker):
     assert wrong["error"].startswith("wrong result: relative error 2e-05 > 1e-05")
     assert bench._job("step", 12, (64, 32, 16), None, "sm_90", 3, 1, 5e-3, True)["error"] is None  # its own bound
     assert not bench._poisoned
+    # A 16-bit job checks and times its kernel on inputs of its dtype.
+    fake_worker.dtypes.clear()
+    assert bench._job("step", 22, (64, 32, 16), None, "sm_90", 3, 1, 5e-3, True, "bf16")["error"] is None
+    assert fake_worker.dtypes == ["bf16", "bf16"]
 
 
 def test_a_fault_fails_the_job_and_poisons_its_worker(fake_worker, monkeypatch):
@@ -702,3 +714,38 @@ def test_a_job_that_always_kills_its_worker_fails_alone(tmp_path):
         pool.close()
     assert done[0] == {"number": 0, "error": "worker died (CUDA fault?) twice"}
     assert [done[n] for n in (1, 2, 3)] == [{"number": n} for n in (1, 2, 3)]
+
+
+def test_a_16_bit_run_checks_in_its_dtype_and_writes_its_rows_alone(tmp_path, fake_gpu, shape_set, monkeypatch):
+    """--dtype bf16 --save-dispatch (issue 49): every job built and checked with bf16 inputs against
+    bf16's tolerance, cuBLAS bf16 the baseline, the fastest row the rule's bf16 pick, and this
+    GPU's bf16 rows written beside the fp32 ones, which are kept."""
+    from schedules import dispatch
+    fake_gpu()
+    assert fake_run(tmp_path, ["--save"], with_fastest=True) == 0  # fp32: steps 9, 10
+    dispatch._load.cache_clear()
+    seen = []
+    timed = fake_jobs()
+    monkeypatch.setattr(bench, "run_jobs", lambda jobs, workers, on_result: (seen.extend(jobs), timed(jobs, workers, on_result)))
+    args = bench.parser().parse_args(["--dtype", "bf16", "--save-dispatch", "--results-dir", str(tmp_path),
+                                      "--dispatch-table", str(tmp_path / "dispatch.json")])
+    items = bench.chosen_items(args, shape_set)
+    chosen = [schedules.get_step(n) for n in (13, 22)]
+    configs = {(s.number, i.shape): s.default_config(*i.shape, "bf16") for s in chosen for i in items}
+    refs = references.for_dtype([references.CUBLAS], "bf16")
+    assert [r.key for r in refs] == ["cublas_bf16"]
+    assert bench.run(chosen, refs, items, configs, "sm_90", args, shape_set, True) == 0
+    dispatch._load.cache_clear()
+    assert {job[-1] for job in seen} == {"bf16"}
+    assert {job[7] for job in seen if job[0] in ("step", bench.FASTEST)} == {dtypes.tolerance("bf16")}
+    entry = json.loads((tmp_path / "dispatch.json").read_text())["gpus"][0]
+    assert entry["precisions"]["fp32"]["steps"] == [9, 10] and entry["precisions"]["bf16"]["steps"] == [13, 22]
+    assert len(entry["precisions"]["bf16"]["shapes"]) == len(shape_set.shapes())
+    pick = schedules.fastest(4096, 4096, 4096, precision="bf16", doc={"schema": dispatch.SCHEMA, "gpus": [entry]})
+    assert pick.step.number in (13, 22) and "measured at this shape" in pick.why
+    assert not (tmp_path / "fake-gpu-80gb" / "bf16").exists()  # no results document for 16-bit runs
+
+
+def test_16_bit_candidates_and_options():
+    assert [s.number for s in bench.sixteen_bit_steps("bf16", "sm_90")] == [12, 13, 15, 16, 17, 18, 20, 21, 22]
+    assert [s.number for s in bench.sixteen_bit_steps("fp16", "sm_80")] == [12, 13]

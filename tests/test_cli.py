@@ -48,7 +48,7 @@ HONOURED = {
     "steps.crosscheck": ({"--sizes", "--shape", "--repeat", "--arch", "--save", "--steps", "--calls"},
                          {"--seed", "--build-only", "--explain", "--compare"}),
     "steps.bench": ({"--steps", "--references", "--class", "--shapes", "--repeat", "--arch", "--seed", "--workers",
-                     "--save", "--save-dispatch", "--check-only", "--build-only", "--list", "--fastest"},
+                     "--save", "--save-dispatch", "--check-only", "--build-only", "--list", "--fastest", "--dtype"},
                     {"--sizes", "--shape", "--explain", "--compare", "--results-dir", "--shape-set", "--dispatch-table"}),
     "steps.rpc_pool": ({"--gpus", "--key", "--tracker", "--host", "--port", "--server-port", "--custom-addr", "--fork"},
                        {"--sizes", "--repeat", "--arch"}),

@@ -6,6 +6,7 @@
     python -m steps.bench --save                    # results/<gpu>/shapes.json, shapes.csv, shapes.png, docs/measured.md,
                                                     # and schedules/tuned/dispatch.json (the dispatch table)
     python -m steps.bench --steps 13,18 --save-dispatch   # the TF32 rows of the dispatch table only
+    python -m steps.bench --dtype bf16 --save-dispatch    # bf16 inputs: the bf16 rows (every step with a bf16 form)
     python -m steps.bench --steps all --check-only  # every step correct on every shape; nothing timed
     python -m steps.bench --build-only              # anywhere: build every kernel, report its resources
     python -m steps.bench --list                    # the shape set: classes, why, shapes
@@ -31,6 +32,14 @@ so timings never overlap and no BLAS threads compete with one. A kernel that fau
 that kernel: its worker is replaced (steps/commands/sweep.py's Pool). A failed shape is reported, the
 run goes on, and the exit code is 1; ``--save`` then writes nothing. Bad input (a class, a
 shape, a step, a broken shapes file, no GPU) prints one line and exits 2.
+
+``--dtype fp16`` / ``bf16`` (issue 49) runs the 16-bit candidates instead: by default every step
+with that dtype's form that runs on the arch (``Step.dtypes``), the "fastest" row (the rule's
+pick for that precision) and cuBLAS in the dtype (fp32 compute), the ratio's baseline
+(``--references`` maps to that dtype's rows, as the ladder's does); each kernel is checked against
+the float64 product of its 16-bit inputs to the dtype's tolerance. ``--save-dispatch`` then writes
+this GPU's rows of that precision in the dispatch table, the others kept; ``--save`` (the fp32
+benchmark's results/<gpu>/shapes.json) is not offered with it.
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ import schedules
 from schedules import ConfigError
 
 from .. import results
-from ..measure import harness, nvcc, references
+from ..measure import dtypes, harness, nvcc, references
 from ..report.pipes import quiet_broken_pipe
 from ..results import shapes, shapeset
 from . import cli, ladder, options, sweep
@@ -70,6 +79,12 @@ def default_steps(arch: str | None = None) -> list:
     tensor = [s for s in schedules.STEPS if s.precision == "fp32" and s.tensor_cores
               and (arch is None or s.runs_on(arch))]
     return [final_fp32_step()] + tensor
+
+
+def sixteen_bit_steps(dtype: str, arch: str | None = None) -> list:
+    """The dispatch rule's candidates for 16-bit inputs: every step with that dtype's form (those
+    that run on `arch`)."""
+    return [s for s in schedules.STEPS if dtype in s.dtypes and (arch is None or s.runs_on(arch))]
 
 
 def final_fp32_step(steps=None):
@@ -124,6 +139,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--build-only", action="store_true",
                    help="build every kernel and report threads, shared memory, registers; no GPU needed")
     p.add_argument("--list", action="store_true", help="print the shape set (classes, rationale, shapes) and stop")
+    options.add_dtype_option(p)
     p.add_argument("--shape-set", type=Path, default=shapeset.SHAPES_PATH, help=argparse.SUPPRESS)
     p.add_argument("--results-dir", type=Path, default=results.RESULTS_DIR, help=argparse.SUPPRESS)
     p.add_argument("--dispatch-table", type=Path, default=schedules.dispatch.TABLE_PATH, help=argparse.SUPPRESS)
@@ -146,6 +162,9 @@ def check_options(args) -> None:
         raise options.UsageError("--list prints the shapes only; drop --steps")
     if args.fastest and (args.check_only or args.build_only or args.list):
         raise options.UsageError("--fastest is a timed row; drop --check-only, --build-only or --list")
+    if args.save and args.dtype != "fp32":
+        raise options.UsageError(f"--save writes the fp32 shape benchmark; with --dtype {args.dtype}, "
+                                 "--save-dispatch writes that precision's rows of the dispatch table")
 
 
 @dataclass(frozen=True)
@@ -201,16 +220,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             print(format_list(shape_set, items))
             return 0
-        steps = ladder.chosen_steps(args.steps) if args.steps else default_steps(args.arch)
+        dtype = args.dtype
+        if args.steps:
+            steps = ladder.chosen_steps(args.steps)
+            for s in steps:
+                s.check_dtype(dtype)  # one line naming the steps that have it
+        else:
+            steps = default_steps(args.arch) if dtype == "fp32" else sixteen_bit_steps(dtype, args.arch)
         with_fastest = (args.fastest or not args.steps) and not (args.check_only or args.build_only)
-        refs = [references.CUBLAS] if args.references is None else args.references
+        refs = references.for_dtype([references.CUBLAS] if args.references is None else args.references, dtype)
         if args.check_only or args.build_only:
             refs = []
-        configs = {(s.number, i.shape): cli._checked_config(s, *i.shape) for s in steps for i in items}
+        configs = {(s.number, i.shape): cli._checked_config(s, *i.shape, dtype=dtype) for s in steps for i in items}
         arch = options.pick_arch(PROG, args.arch, timing=not args.build_only)
         steps = ladder.runnable_steps(steps, arch, PROG)
         if args.build_only:
-            return build_only(steps, items, configs, arch, args.workers)
+            return build_only(steps, items, configs, arch, args.workers, dtype)
         if not harness.gpu_present():
             raise options.UsageError("no CUDA GPU found: --check-only and timing need one (--build-only builds without)")
         for ref in refs:
@@ -228,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
 _poisoned = False  # in a worker: a CUDA fault has broken this process's context
 
 
-def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, tolerance: float, timed: bool) -> dict:
+def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, tolerance: float, timed: bool,
+         dtype: str = "fp32") -> dict:
     """One kernel in a pool worker: ``kind`` "step" (key: a step number), "tvm" (key: a
     reference's "module:function" builder, config its argument), "cublas" (key: the reference
     key) or "build" (build and nvcc only, no GPU). Returns Measurement.as_dict() (for "build":
@@ -239,7 +265,7 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
         os._exit(3)
     M, N, K = shape
     if kind == "build":
-        return _build_report(key, shape, config, arch)
+        return _build_report(key, shape, config, arch, dtype)
     # "fastest": the dispatch rule's pick, a step kernel like any other (key: its number)
     lock = sweep._gpu_lock
     if kind == "cublas":
@@ -249,7 +275,7 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
         return m.as_dict()
     m = harness.Measurement(M, N, K)
     try:
-        lib = harness._build(key, M, N, K, arch, config)
+        lib = harness._build(key, M, N, K, arch, config, dtype)
         func = lib["main"]
     except Exception as exc:  # a valid config TVM or NVRTC could not compile: this kernel fails
         m.error = f"build failed: {harness._one_line(exc)}"
@@ -257,9 +283,9 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
     with lock:
         try:
             runner = harness.KernelRunner(repeat=repeat, seed=seed, isolate=False)
-            m.rel_err = runner.check(func, M, N, K)
+            m.rel_err = runner.check(func, M, N, K, dtype)
             if timed:
-                m.set_timing(runner.time(lib, M, N, K))
+                m.set_timing(runner.time(lib, M, N, K, dtype))
         except Exception as exc:  # a load, launch or fault: CUDA's context here may be gone
             m.error = harness._one_line(exc)
             _poisoned = True
@@ -267,9 +293,9 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
     return harness.check_error(m, tolerance).as_dict()
 
 
-def _build_report(number: int, shape, config, arch: str) -> dict:
+def _build_report(number: int, shape, config, arch: str, dtype: str = "fp32") -> dict:
     try:
-        source = schedules.cuda_source(schedules.build(number, *shape, arch=arch, config=config))
+        source = schedules.cuda_source(schedules.build(number, *shape, arch=arch, config=config, dtype=dtype))
     except Exception as exc:
         return {"report": None, "error": f"build failed: {harness._one_line(exc)}"}
     report = nvcc.compile_report(source, schedules.get_step(number).build_arch(arch)) if nvcc.available() else None
@@ -296,9 +322,9 @@ def run_jobs(jobs: list[tuple], workers: int, on_result) -> None:
 # --- no GPU: build only ---------------------------------------------------------------------------
 
 
-def build_only(steps, items, configs, arch, workers: int) -> int:
+def build_only(steps, items, configs, arch, workers: int, dtype: str = "fp32") -> int:
     started = time.monotonic()
-    jobs = [("build", s.number, i.shape, configs[(s.number, i.shape)], arch, 0, 0, 0.0, False)
+    jobs = [("build", s.number, i.shape, configs[(s.number, i.shape)], arch, 0, 0, 0.0, False, dtype)
             for s in steps for i in items]
     done: dict = {}
     progress = ladder.Progress(len(jobs))
@@ -327,14 +353,17 @@ class Impl:
     step: object = None  # a schedules.Step, or None for a reference
     ref: object = None  # a references.Reference, or None for a step
     dispatch: bool = False  # the "fastest" row: schedules.fastest's pick per shape
+    dtype: str = "fp32"  # the inputs'
 
     def as_dict(self) -> dict:
         if self.dispatch:
             return {"key": self.key, "label": self.label, "step": FASTEST, "name": "dispatch rule",
-                    "dispatch": True, "tolerance": harness.TOLERANCE}
+                    "dispatch": True, "tolerance": harness.TOLERANCE if self.dtype == "fp32"
+                    else dtypes.tolerance(self.dtype)}
         if self.step is not None:
-            return {"key": self.key, "label": self.label, "step": self.step.number, "name": self.step.name,
-                    "cuda_core_fp32": cuda_core_fp32(self.step), "tolerance": step_tolerance(self.step)}
+            return {"key": self.key, "label": self.label, "step": self.step.number, "name": self.step.name_for(self.dtype),
+                    "cuda_core_fp32": cuda_core_fp32(self.step) and self.dtype == "fp32",
+                    "tolerance": harness.tolerance(self.step, self.dtype)}
         return {"key": self.key, "label": self.label, "reference": True, "precision": self.ref.precision,
                 "tolerance": self.ref.tolerance}
 
@@ -342,10 +371,11 @@ class Impl:
 FASTEST = "fastest"
 
 
-def implementations(steps, refs, gpu_name: str | None, with_fastest: bool = False) -> list[Impl]:
-    return ([Impl(step_key(s), f"step {s.number} ({s.name})", step=s) for s in steps]
-            + ([Impl(FASTEST, "fastest (schedules.fastest's pick per shape)", dispatch=True)] if with_fastest else [])
-            + [Impl(r.key, references.label(r, gpu_name), ref=r) for r in refs])
+def implementations(steps, refs, gpu_name: str | None, with_fastest: bool = False, dtype: str = "fp32") -> list[Impl]:
+    return ([Impl(step_key(s), f"step {s.number} ({s.name_for(dtype)})", step=s, dtype=dtype) for s in steps]
+            + ([Impl(FASTEST, "fastest (schedules.fastest's pick per shape)", dispatch=True, dtype=dtype)]
+               if with_fastest else [])
+            + [Impl(r.key, references.label(r, gpu_name), ref=r, dtype=dtype) for r in refs])
 
 
 def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name) -> tuple[list[tuple], list[str]]:
@@ -354,7 +384,7 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
     import numpy as np
 
     rng = np.random.default_rng(args.seed)  # one seed per job, drawn in a fixed order: reproducible
-    timed = not args.check_only
+    timed, dtype = not args.check_only, args.dtype
     jobs, missing = [], {}
     for item in items:
         for impl in impls:
@@ -364,17 +394,18 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
             if impl.step is not None:
                 cfg = configs[(impl.step.number, item.shape)]
                 jobs.append(("step", impl.step.number, item.shape, cfg, arch, args.repeat, seed,
-                             step_tolerance(impl.step), timed))
+                             harness.tolerance(impl.step, dtype), timed, dtype))
                 continue
             why_not = references.available(impl.ref, item.shape, gpu_name)
             if why_not:
                 missing.setdefault((impl.label, why_not), []).append(shapeset.shape_text(item.shape))
             elif impl.ref.builder is None:
-                jobs.append(("cublas", impl.key, item.shape, None, arch, args.repeat, seed, impl.ref.tolerance, timed))
+                jobs.append(("cublas", impl.key, item.shape, None, arch, args.repeat, seed, impl.ref.tolerance, timed,
+                             dtype))
             else:
                 config = str(references.metaschedule_dir(gpu_name)) if impl.ref is references.METASCHEDULE else None
                 jobs.append(("tvm", impl.ref.builder, item.shape, config, arch, args.repeat, seed,
-                             impl.ref.tolerance, timed))
+                             impl.ref.tolerance, timed, dtype))
     notes = [f"{label}: no row at {len(shapes)} shape{'s' if len(shapes) > 1 else ''} "
              f"({', '.join(shapes[:3])}{', ...' if len(shapes) > 3 else ''}): {why}"
              for (label, why), shapes in missing.items()]
@@ -396,7 +427,7 @@ def _impl_of_job(job: tuple, impls: list[Impl]) -> Impl:
 def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool = False) -> int:
     env = harness.environment()
     gpu_name = env.get("gpu")
-    impls = implementations(steps, refs, gpu_name, with_fastest)
+    impls = implementations(steps, refs, gpu_name, with_fastest, args.dtype)
     mode = "checked, not timed" if args.check_only else f"median of {args.repeat} CUDA-event samples"
     print(f"{PROG}: {', '.join(i.label for i in impls)} over {len(items)} shapes; {gpu_name} "
           f"({env.get('sm_count')} SMs, driver {env.get('driver')}), TVM {env['tvm_version']}, arch {arch}, {mode}")
@@ -423,12 +454,12 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
     # --save-dispatch, from the steps given, their precision's rows replaced and the other's kept.
     if ((args.save and with_fastest) or args.save_dispatch) and not failed_first:
         table = dispatch_table(steps, items, measured, env, arch, shape_set,
-                               schedules.dispatch.table(Path(args.dispatch_table)))
+                               schedules.dispatch.table(Path(args.dispatch_table)), args.dtype)
     if with_fastest:
         # Phase two: the dispatch rule's pick per shape, timed as its own row. With --save it
         # reads the table this run measured (and is about to write); without, the committed one.
-        choices = {i.shape: schedules.fastest(*i.shape, precision="fp32", arch=arch, gpu=_table_gpu(table, gpu_name),
-                                              doc=table) for i in items}
+        choices = {i.shape: schedules.fastest(*i.shape, precision=args.dtype, arch=arch,
+                                              gpu=_table_gpu(table, gpu_name), doc=table) for i in items}
         fast_jobs = fastest_jobs(items, choices, arch, args)
         progress.total += len(fast_jobs)
         jobs += fast_jobs
@@ -471,19 +502,22 @@ def fastest_jobs(items: list[Item], choices: dict, arch: str, args) -> list[tupl
 
     rng = np.random.default_rng(None if args.seed is None else args.seed + 1)  # its own seeds: timed afresh
     return [(FASTEST, choices[i.shape].step.number, i.shape, choices[i.shape].config, arch, args.repeat,
-             int(rng.integers(2**63 - 1)), step_tolerance(choices[i.shape].step), True) for i in items]
+             int(rng.integers(2**63 - 1)), harness.tolerance(choices[i.shape].step, args.dtype), True, args.dtype)
+            for i in items]
 
 
 def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: str, shape_set,
-                   base: dict) -> dict:
+                   base: dict, dtype: str = "fp32") -> dict:
     """`base` (the dispatch table the run writes to) with this GPU's entry replaced by this run's: per precision, the steps timed and each one's median per
     shape, dated. A precision this run timed no step of keeps the table it had (measured on the
     same shape set), so a TF32 run never wipes the fp32 rows, nor an fp32 run the TF32 ones."""
     from schedules import dispatch
 
     precisions = {}
-    for precision in dispatch.MODEL_PRECISIONS:  # the bench times fp32 inputs: fp32 and tf32 rows
-        chosen = [s for s in steps if s.precision == precision]
+    # fp32 inputs give the fp32 and tf32 rows (each step under its own precision); 16-bit inputs
+    # that dtype's, every step timed.
+    for precision in (dispatch.MODEL_PRECISIONS if dtype == "fp32" else (dtype,)):
+        chosen = [s for s in steps if dispatch.computes(s, precision)]
         if not chosen:
             continue
         rows = []
@@ -535,7 +569,8 @@ def document(impls: list[Impl], items: list[Item], configs, measured: dict, env:
                          "median_ms": m.median_ms, "min_ms": m.min_ms, "max_ms": m.max_ms, "gflops": m.gflops,
                          "rel_err": m.rel_err, "host_us": m.host_us, "host_bound": m.host_bound, "error": m.error})
     method = references.method(args.repeat)
-    method.update(tolerance=harness.TOLERANCE, timed=not args.check_only, seed=args.seed,
+    method.update(tolerance=harness.TOLERANCE if args.dtype == "fp32" else dtypes.tolerance(args.dtype),
+                  timed=not args.check_only, seed=args.seed,
                   check="fresh random inputs in [-1, 1), C poisoned with NaN, ||C - C_ref|| / ||C_ref|| "
                         "against float64")
     return {
@@ -549,7 +584,8 @@ def document(impls: list[Impl], items: list[Item], configs, measured: dict, env:
                        + ([{"name": shapeset.AD_HOC, "rationale": "shapes given with --shapes"}]
                           if shapeset.AD_HOC in used else []),
         },
-        "baseline": BASELINE,
+        "baseline": BASELINE if args.dtype == "fp32" else references.baseline(None, args.dtype).key,
+        **({} if args.dtype == "fp32" else {"dtype": args.dtype}),
         "implementations": [impl.as_dict() for impl in impls],
         "results": rows,
     }
