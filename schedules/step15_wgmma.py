@@ -48,7 +48,7 @@ Prediction (made before the first 16-bit run, written down after it): a slice mo
 bytes and does twice the FLOP at twice the rate, so the same time per slice as TF32: about 2x
 TF32 step 15, ~400 TFLOP/s at 4096^3 less the copy, half of cuBLAS bf16. Measured (H100,
 2026-11-27, probe of the 16-bit rungs in one process, CUDA events,
-results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 354 / 391
+git show 9770cce:results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 354 / 391
 TFLOP/s bf16 and 355 / 405 fp16 at 4096^3 / 8192^3, 0.53x / 0.50x and 0.52x / 0.56x cuBLAS
 in the dtype; errors equal to cuBLAS's on the same inputs (1.66e-3 bf16, 2.07e-4 fp16: the
 store's rounding) at 512-4096 and 7 odd shapes.

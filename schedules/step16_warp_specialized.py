@@ -30,7 +30,7 @@ stage back only once all its wgmma groups are done (``wait_group 0``, not 1;
 ``Plan.in_flight`` in schedules/transforms/wgmma.py has the measurement that forced it).
 Prediction (made before the first 16-bit run, written down after it): 1.25x step 15 as in
 TF32, ~450-500 TFLOP/s at 4096^3. Measured (H100, 2026-11-27,
-results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 426 / 523 bf16 and
+git show 9770cce:results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 426 / 523 bf16 and
 427 / 508 fp16 at 4096^3 / 8192^3, 1.20x / 1.34x and 1.20x / 1.25x step 15, 0.64x / 0.67x and
 0.63x / 0.70x cuBLAS in the dtype.
 

@@ -22,7 +22,7 @@ No code of its own: the rung is step 16's kernel with a config, which is its ide
 fp16 and bf16: wgmma m64n256k16. Prediction (made before the first 16-bit run, written down
 after it): 1.1-1.15x step 16, ~500-570 TFLOP/s at 4096^3. Measured (H100, 2026-11-27,
 
-results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 496 / 624 bf16 and 489 / 612 fp16 at 4096^3 / 8192^3, 1.16x / 1.19x and 1.15x / 1.21x
+git show 9770cce:results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 496 / 624 bf16 and 489 / 612 fp16 at 4096^3 / 8192^3, 1.16x / 1.19x and 1.15x / 1.21x
 step 16, 0.74x / 0.80x and 0.72x / 0.85x cuBLAS in the dtype.
 
 Run: python -m steps.step17

@@ -60,7 +60,7 @@ bytes, is used: a 64-wide swizzle atom holds the consumer's 64 n). No fragment l
 transposed copy. Prediction (made before the first 16-bit run, written down after it): the
 copy step 17 spends is ~8% of its time at 4096^3 (32 MB of bf16 read and written), so ~1.05-1.1x
 step 17, ~0.8x cuBLAS. Measured (H100, 2026-11-27,
-results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json, one process, three alternating
+git show 9770cce:results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json, one process, three alternating
 rounds of every rung and cuBLAS): 689 / 744 TFLOP/s bf16 and 685 / 663 fp16 at 4096^3 /
 8192^3, 1.03x / 0.96x and 1.01x / 0.92x cuBLAS in the dtype (670 / 776 and 676 / 722), 1.39x /
 1.19x and 1.40x / 1.08x step 17: far more than the copy's share, not yet explained (the tiles
@@ -74,8 +74,8 @@ The committed 16-bit ladders (python -m steps --dtype bf16 / fp16 --sizes 512 10
 that run); fp16 623.2 / 673.5 / 715.8, 87% / 93% / 97% of cuBLAS fp16; dlight's default 3% (bf16,
 CUDA cores) and 11% (fp16, WMMA). Every class of python -m steps.special --dtype bf16 / fp16
 within the contract (bf16/special_values.md, fp16/special_values.md). Nsight Compute (bf16,
-4096^3, DTYPE=bf16 bash tools/ncu_hopper.sh, results/nvidia-h100-80gb-hbm3/evidence/
-ncu_step18_4096_bf16.txt): 189 us, the tensor pipe active 88.5% of cycles
+4096^3, DTYPE=bf16 bash tools/ncu_hopper.sh; its log: git show 9770cce:results/nvidia-h100-80gb-hbm3/
+evidence/ncu_step18_4096_bf16.txt): 189 us, the tensor pipe active 88.5% of cycles
 (sm__pipe_tensor_op_hmma_cycles_active), 1,048,576 wgmma; per issued instruction a warp waits on
 the barrier 7.2 cycles (not yet attributed by source line; the likely part is wgmma.fence's
 warpgroup sync after each wait_group 0, one group at a time per consumer),

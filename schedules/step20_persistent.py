@@ -24,7 +24,7 @@ committed run (python -m steps --steps 18,20,21,22 --sizes 512 1024 2048 4096 81
 - fp16 617.8 / 658.3 / 688.8, 0.99x / 0.99x / 0.98x step 18, 87% / 98% / 99% of cuBLAS fp16;
 - TF32 327.4 / 355.1 / 377.6, 1.02x / 1.00x / 1.09x step 18, 92% / 103% / 99% of cuBLAS TF32.
 The probe's alternating rounds (one process, kernels in turn; git show 80234e7:tools/hopper48_probe.py,
-results/nvidia-h100-80gb-hbm3/evidence/issue48_probes.txt) agree: 0-2% over step 18 at 4096^3
+git show 9770cce:results/nvidia-h100-80gb-hbm3/evidence/issue48_probes.txt) agree: 0-2% over step 18 at 4096^3
 (bf16 686-692 against 681-683), within the spread of one kernel's rounds. The spread is wide
 because every kernel here, cuBLAS included, runs at the board's power limit (680-700 W of 700,
 SM clocks 1.1-1.45 GHz under load against 1.98 maximum): the same kernel reads 650 in one round
@@ -38,8 +38,8 @@ every round where the two differed by more than the noise (512 tiles: 4 waves ei
 Nsight Compute: not yet run on this rung (the session's device time went to the rounds above).
 
 The rung's own pieces, below: ``tile_loop`` (a block's tiles), ``produce_tiles`` (the producer
-over them), ``consume_tiles`` (a consumer over them) and ``persistent`` (the kernel). A stage's
-loads, wgmma and the store are step 18's.
+over them), ``consume_tiles`` (a consumer over them; step 21 reuses it with its own walk and
+hand-back) and ``persistent`` (the kernel). A stage's loads, wgmma and the store are step 18's.
 
 Run: python -m steps.step20
 """
@@ -88,9 +88,10 @@ def grid(plan: Plan) -> int:
 
 
 def tile_loop(plan: Plan, bid):
-    """How many tiles block `bid` runs (bid < grid), and tile t's index in the raster order."""
+    """How many tiles block `bid` runs (bid < grid), and tile t's first row and column of C: the
+    tiles bid, bid + grid, ... in the raster order."""
     tiles, ctas = plan.tm * plan.tn, grid(plan)
-    return (tiles - bid + ctas - 1) // ctas, lambda t: bid + t * ctas
+    return (tiles - bid + ctas - 1) // ctas, lambda t: (plan.tile_m0(bid + t * ctas), plan.tile_n0(bid + t * ctas))
 
 
 def produce_tiles(plan: Plan, load):
@@ -100,27 +101,53 @@ def produce_tiles(plan: Plan, load):
 
     @T.macro
     def producer(smem, A_map, B_map, bid):
-        count, tile = T.meta_var(tile_loop(plan, bid))
+        count, corner = T.meta_var(tile_loop(plan, bid))
         for t in T.serial(count):
+            m0, n0 = T.meta_var(corner(t))
             for kt in T.serial(KT):
                 if t * KT + kt >= stages:
                     T.cuda.mbarrier_wait(T.address_of(smem[plan.empty_bar((t * KT + kt) % stages)]),
                                          (((t * KT + kt) // stages) & 1) ^ 1)
-                load(smem, A_map, B_map, kt, (t * KT + kt) % stages, plan.tile_m0(tile(t)), plan.tile_n0(tile(t)))
+                load(smem, A_map, B_map, kt, (t * KT + kt) % stages, m0, n0)
 
     return producer
 
 
-def consume_tiles(plan: Plan, multiply, store):
-    """A macro: a consumer warpgroup runs step 16's loop on each of its block's tiles, counting
-    slices across them, and hands back the tile's last stage before its store, so the producer
-    is already filling the ring for the next tile while the store runs."""
-    stages, KT, acc_n, in_flight = plan.stages, plan.KT, plan.acc_n, plan.in_flight
+def release_here(plan: Plan):
+    """A macro: every consumer thread arrives on slice g's "empty" barrier, in this block."""
 
     @T.macro
-    def consumer(smem, acc, frag, descA, descB, C, bid, wg, warp, lane):
-        count, tile = T.meta_var(tile_loop(plan, bid))
+    def release(smem, g, tid):
+        T.ptx.mbarrier.arrive.shared.b64(T.address_of(smem[plan.empty_bar(g % plan.stages)]), T.uint32(1))
+
+    return release
+
+
+def store_registers(plan: Plan):
+    """A macro: step 18's store (each register to its place in C) in the consumer's store
+    signature, whose `out` is C (step 22's store takes shared memory and C's tensor map)."""
+    write = store_transposed(plan)
+
+    @T.macro
+    def store(smem, out, acc, m0, n0, tid, wg, warp, lane):
+        write(out, acc, m0, n0, wg, warp, lane)
+
+    return store
+
+
+def consume_tiles(plan: Plan, multiply, store, walk=tile_loop, release=None):
+    """A macro: a consumer warpgroup runs step 16's loop on each of its block's tiles (`walk`:
+    how many, and where each is), counting slices across them, and hands back the tile's last
+    stage before its store, so the producer is already filling the ring for the next tile while
+    the store runs. `release` hands a stage back (step 21's: to both blocks of a cluster)."""
+    stages, KT, acc_n, in_flight = plan.stages, plan.KT, plan.acc_n, plan.in_flight
+    release = release or release_here(plan)
+
+    @T.macro
+    def consumer(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane):
+        count, corner = T.meta_var(walk(plan, bid))
         for t in T.serial(count):
+            m0, n0 = T.meta_var(corner(t))
             for i in T.unroll(acc_n):
                 acc[i] = T.float32(0)
                 T.cuda.wgmma.noop_barrier(acc[i])
@@ -132,15 +159,13 @@ def consume_tiles(plan: Plan, multiply, store):
                         multiply(smem, acc, frag, descA, descB, (t * KT + kt2 * 2 + p) % stages, p, wg, warp, lane)
                         T.ptx.wgmma.wait_group.sync.aligned(in_flight)
                         if kt2 * 2 + p > 0:
-                            T.ptx.mbarrier.arrive.shared.b64(
-                                T.address_of(smem[plan.empty_bar((t * KT + kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+                            release(smem, t * KT + kt2 * 2 + p - 1, tid)
             T.ptx.wgmma.wait_group.sync.aligned(0)
             # The tile's last slice is done too: its stage goes back before the store.
-            T.ptx.mbarrier.arrive.shared.b64(T.address_of(smem[plan.empty_bar((t * KT + KT - 1) % stages)]),
-                                             T.uint32(1))
+            release(smem, t * KT + KT - 1, tid)
             for i in T.unroll(acc_n):
                 T.cuda.wgmma.noop_barrier(acc[i])
-            store(C, acc, plan.tile_m0(tile(t)), plan.tile_n0(tile(t)), wg, warp, lane)
+            store(smem, out, acc, m0, n0, tid, wg, warp, lane)
 
     return consumer
 
@@ -170,7 +195,7 @@ def persistent(plan: Plan, producer, consumer):
                             producer(smem, A_map, B_map, bid)
                     else:
                         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-                        consumer(smem, acc, frag, descA, descB, C, bid, wg, warp, lane)
+                        consumer(smem, acc, frag, descA, descB, C, bid, tid, wg, warp, lane)
 
     return kernel
 
@@ -179,4 +204,4 @@ def kernel(M: int, N: int, K: int, cfg: WgmmaPersistentConfig, dtype: str = "fp3
     p = wgmma.plan(M, N, K, cfg, dtype)
     multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
     return wgmma.prim_func(p, persistent(p, produce_tiles(p, load_b_boxes(p)),
-                                         consume_tiles(p, multiply, store_transposed(p))))
+                                         consume_tiles(p, multiply, store_registers(p))))

@@ -21,7 +21,7 @@ Prediction: if L2 bandwidth is what holds steps 18 and 20 at ~0.9x cuBLAS (the t
 active 88.5% of cycles at 4096^3 in bf16), a third less traffic gives ~5-8% (towards cuBLAS,
 which runs clusters of two); if not, ~0-2%, and the cost of the remote arrivals shows.
 
-Measured (H100 80GB HBM3, 2026-11-27, kernel time; results/nvidia-h100-80gb-hbm3/evidence/
+Measured (H100 80GB HBM3, 2026-11-27, kernel time; git show 9770cce:results/nvidia-h100-80gb-hbm3/evidence/
 issue48_probes.txt). First with ``.release.cluster`` on the remote arrivals: 390 TFLOP/s bf16 at
 4096^3 against step 20's 680, whatever the grid (66 to 132 blocks: the time scaled with the
 blocks, so not a wave of clusters waiting), and the same kernel launched in clusters without
@@ -40,8 +40,9 @@ at 8192^3 ``..._320x128_64x3_1x2_...`` (a larger tile, 3 stages); TF32
 Nsight Compute: not yet run on this rung.
 
 The rung's own pieces, below: ``pair_loop`` (a cluster's pairs of tiles), ``load_multicast``,
-``arrive_cluster``, ``produce_pairs``, ``consume_pairs`` and ``clustered`` (the kernel). A
-stage's wgmma and the store are step 18's.
+``arrive_cluster``, ``produce_pairs``, ``release_both`` and ``clustered`` (the kernel). The
+consumers' loop is step 20's (``consume_tiles``, walking ``pair_loop`` and handing stages back
+with ``release_both``); a stage's wgmma and the store are step 18's.
 
 Run: python -m steps.step21
 """
@@ -53,8 +54,8 @@ from dataclasses import replace
 from tvm.script import tirx as T
 
 from .config import WgmmaClusterConfig
-from .step20_persistent import blocks_for
-from .step18_register_a import multiply_register_a, multiply_transposed, store_transposed
+from .step18_register_a import multiply_register_a, multiply_transposed
+from .step20_persistent import blocks_for, consume_tiles, store_registers
 from .transforms import wgmma
 from .transforms.wgmma import CONSUMER_REGS, PRODUCER_REGS, TMA_LOAD, WARPGROUP, Plan, _ceil
 
@@ -67,7 +68,7 @@ DTYPES = ("fp32", "fp16", "bf16")
 ARCH = "sm_90a"
 Config = WgmmaClusterConfig
 PASS_CONFIG: dict = {}
-PIECES = ("pair_loop", "load_multicast", "arrive_cluster", "produce_pairs", "consume_pairs", "clustered")
+PIECES = ("pair_loop", "load_multicast", "arrive_cluster", "produce_pairs", "release_both", "clustered")
 
 EXPECTED_REGRESSION = dict.fromkeys(
     (512, 1024, 2048),
@@ -92,17 +93,19 @@ def grid(plan: Plan) -> int:
     return min(plan.tm * _ceil(plan.tn, CLUSTER), plan.cfg.ctas // CLUSTER) * CLUSTER
 
 
-def pair_loop(plan: Plan, cid):
-    """How many pairs of tiles cluster `cid` runs, and pair t's first row and column of C, in
-    step 15's raster order over pairs (group rows of pairs at a time)."""
+def pair_loop(plan: Plan, bid):
+    """Step 20's tile_loop for block `bid` of cluster bid // 2: how many pairs of tiles its
+    cluster runs, in step 15's raster order over pairs (group rows of pairs at a time), and the
+    first row and column of C of this block's tile of pair t (the (bid % 2)-th of the pair)."""
     rows, cols, clusters = plan.tm, _ceil(plan.tn, CLUSTER), grid(plan) // CLUSTER
-    group = min(plan.cfg.raster, rows)
+    group, cid = min(plan.cfg.raster, rows), bid // CLUSTER
 
     def corner(t):
         i = cid + t * clusters
         g = i // (group * cols)
         height = T.min(group, rows - g * group)
-        return (g * group + i % (group * cols) % height) * plan.BM, (i % (group * cols) // height) * plan.BN * CLUSTER
+        return ((g * group + i % (group * cols) % height) * plan.BM,
+                (i % (group * cols) // height) * plan.BN * CLUSTER + bid % CLUSTER * plan.BN)
 
     return (rows * cols - cid + clusters - 1) // clusters, corner
 
@@ -159,69 +162,39 @@ def load_multicast(plan: Plan):
 
 
 def produce_pairs(plan: Plan, load):
-    """A macro: step 20's producer over the cluster's pairs; this block's tile is the rank-th of each."""
+    """A macro: step 20's producer over the cluster's pairs, telling the load its block's rank
+    (block 0 multicasts A)."""
     stages, KT = plan.stages, plan.KT
 
     @T.macro
-    def producer(smem, A_map, B_map, cid, rank):
-        count, corner = T.meta_var(pair_loop(plan, cid))
+    def producer(smem, A_map, B_map, bid):
+        count, corner = T.meta_var(pair_loop(plan, bid))
         for t in T.serial(count):
             m0, n0 = T.meta_var(corner(t))
             for kt in T.serial(KT):
                 if t * KT + kt >= stages:
                     T.cuda.mbarrier_wait(T.address_of(smem[plan.empty_bar((t * KT + kt) % stages)]),
                                          (((t * KT + kt) // stages) & 1) ^ 1)
-                load(smem, A_map, B_map, kt, (t * KT + kt) % stages, m0, n0 + rank * plan.BN, rank)
+                load(smem, A_map, B_map, kt, (t * KT + kt) % stages, m0, n0, bid % CLUSTER)
 
     return producer
 
 
-def consume_pairs(plan: Plan, multiply, store):
-    """A macro: step 20's consumer over the cluster's pairs; a stage goes back to both blocks
-    (threads 0 and 1 of each warpgroup arrive on block 0's and block 1's "empty" barrier)."""
-    stages, KT, acc_n, in_flight = plan.stages, plan.KT, plan.acc_n, plan.in_flight
+def release_both(plan: Plan):
+    """A macro: a stage goes back to both blocks of the cluster: threads 0 and 1 of each consumer
+    warpgroup arrive on block 0's and block 1's "empty" barrier."""
 
     @T.macro
     def release(smem, g, tid):
         if tid % WARPGROUP < CLUSTER:
-            T.evaluate(arrive_cluster(T.address_of(smem[plan.empty_bar(g % stages)]), T.uint32(tid % WARPGROUP)))
+            T.evaluate(arrive_cluster(T.address_of(smem[plan.empty_bar(g % plan.stages)]), T.uint32(tid % WARPGROUP)))
 
-    @T.macro
-    def consumer(smem, acc, frag, descA, descB, out, cid, rank, tid, wg, warp, lane):
-        count, corner = T.meta_var(pair_loop(plan, cid))
-        for t in T.serial(count):
-            m0, n0 = T.meta_var(corner(t))
-            for i in T.unroll(acc_n):
-                acc[i] = T.float32(0)
-                T.cuda.wgmma.noop_barrier(acc[i])
-            for kt2 in T.serial(_ceil(KT, 2)):
-                for p in T.unroll(2):
-                    if kt2 * 2 + p < KT:
-                        T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((t * KT + kt2 * 2 + p) % stages)]),
-                                             ((t * KT + kt2 * 2 + p) // stages) & 1)
-                        multiply(smem, acc, frag, descA, descB, (t * KT + kt2 * 2 + p) % stages, p, wg, warp, lane)
-                        T.ptx.wgmma.wait_group.sync.aligned(in_flight)
-                        if kt2 * 2 + p > 0:
-                            release(smem, t * KT + kt2 * 2 + p - 1, tid)
-            T.ptx.wgmma.wait_group.sync.aligned(0)
-            release(smem, t * KT + KT - 1, tid)
-            for i in T.unroll(acc_n):
-                T.cuda.wgmma.noop_barrier(acc[i])
-            store(smem, out, acc, m0, n0 + rank * plan.BN, tid, wg, warp, lane)
-
-    return consumer
+    return release
 
 
-def store_registers(plan: Plan):
-    """A macro: step 18's store (each register to its place in C), in consume_pairs' signature
-    (`out` is C; step 22's store takes shared memory and C's tensor map instead)."""
-    write = store_transposed(plan)
-
-    @T.macro
-    def store(smem, out, acc, m0, n0, tid, wg, warp, lane):
-        write(out, acc, m0, n0, wg, warp, lane)
-
-    return store
+def consume_pairs(plan: Plan, multiply, store):
+    """A macro: step 20's consumer over the cluster's pairs, handing each stage back to both blocks."""
+    return consume_tiles(plan, multiply, store, walk=pair_loop, release=release_both(plan))
 
 
 def init_cluster_barriers(plan: Plan):
@@ -261,7 +234,6 @@ def clustered(plan: Plan, producer, consumer):
                         frag = T.sblock_alloc_buffer((plan.frag_regs,), "uint32", scope="local")
                         descA = T.sblock_alloc_buffer((1,), "uint64", scope="local")
                         descB = T.sblock_alloc_buffer((1,), "uint64", scope="local")
-                        rank = T.meta_var(bid % CLUSTER)
                         wg = T.meta_var((tid - plan.first) // WARPGROUP)
                         warp = T.meta_var(tid % WARPGROUP // 32)
                         lane = T.meta_var(tid % 32)
@@ -269,10 +241,10 @@ def clustered(plan: Plan, producer, consumer):
                         if tid < WARPGROUP:
                             T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
                             if tid == 0:
-                                producer(smem, A_map, B_map, bid // CLUSTER, rank)
+                                producer(smem, A_map, B_map, bid)
                         else:
                             T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-                            consumer(smem, acc, frag, descA, descB, out, bid // CLUSTER, rank, tid, wg, warp, lane)
+                            consumer(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane)
                         # No block leaves while the other may still arrive on its barriers.
                         T.evaluate(cluster_sync())
 

@@ -22,7 +22,7 @@ Measured (H100 80GB HBM3, 2026-11-27, kernel time). The committed run (python -m
 - bf16 614.3 / 701.4 / 697.1 TFLOP/s, 1.02x / 1.00x / 0.95x step 21, 85% / 101% / 91% of cuBLAS bf16;
 - fp16 606.5 / 658.0 / 701.1, 1.03x / 0.96x / 1.02x step 21, 86% / 97% / 101%;
 - TF32 311.9 / 363.8 / 396.8, 0.98x / 0.97x / 1.03x step 21, 88% / 106% / 104% of cuBLAS TF32.
-The probe's alternating rounds (results/nvidia-h100-80gb-hbm3/evidence/issue48_probes.txt):
+The probe's alternating rounds (git show 9770cce:results/nvidia-h100-80gb-hbm3/evidence/issue48_probes.txt):
 bf16 at 4096^3 0.98-1.07x cuBLAS round by round, at 8192^3 0.91-1.05x; fp16 0.99-1.07x and
 0.87-1.02x. Far below the prediction and the no-store bound (836 against 645): not explained.
 Staging the whole tile in one chunk (3 stages, chunk 32 KB) ran at 515-578 against 650-780: the
@@ -173,8 +173,8 @@ def drained(consumer):
     copy engine reads the chunk buffer until then) before the block may exit."""
 
     @T.macro
-    def consumer_(smem, acc, frag, descA, descB, out, cid, rank, tid, wg, warp, lane):
-        consumer(smem, acc, frag, descA, descB, out, cid, rank, tid, wg, warp, lane)
+    def consumer_(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane):
+        consumer(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane)
         if tid % WARPGROUP == 0:
             T.ptx["cp.async.bulk.wait_group"](0)
 
