@@ -227,6 +227,8 @@ STEP_MODULES = (
     "step20_persistent",
     "step21_cluster",
     "step22_tma_store",
+    "step23_split_k_wgmma",
+    "step24_matvec",
 )
 STEPS: tuple[Step, ...] = tuple(_step(importlib.import_module(f".{name}", __name__)) for name in STEP_MODULES)
 

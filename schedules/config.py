@@ -819,6 +819,20 @@ class WgmmaPersistentConfig(WgmmaRegisterAConfig):
 
 
 @dataclass(frozen=True)
+class WgmmaSplitKConfig(WgmmaPersistentConfig):
+    """Step 23: step 20's persistent kernel whose units of work are a tile and one of `split`
+    equal ranges of K (`split_k`); each unit's fp32 partial sum goes to a workspace that a second kernel
+    sums into C. split_k 1 is step 20's kernel."""
+
+    split_k: int = 1
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if not isinstance(self.split_k, int) or isinstance(self.split_k, bool) or not 1 <= self.split_k <= 256:
+            raise ConfigError(f"split_k must be 1 to 256 parts of K, got {self.split_k!r}")
+        super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
 class WgmmaClusterConfig(WgmmaPersistentConfig):
     """Step 21: step 20's persistent kernel in clusters of two blocks side by side in N (the same
     block_m rows of A, two block_n column tiles of B); block 0 of each cluster loads A's tile into
@@ -848,3 +862,47 @@ class WgmmaTmaStoreConfig(WgmmaClusterConfig):
         if not isinstance(self.chunk, int) or isinstance(self.chunk, bool) or self.chunk not in (8192, 16384, 32768, 65536):
             raise ConfigError(f"chunk must be 8192, 16384, 32768 or 65536 bytes, got {self.chunk!r}")
         super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
+class MatvecConfig:
+    """Step 24 (M <= 16; larger M 16 rows at a time): a block of lanes_n x lanes_k threads; each thread streams a 16-byte
+    vector of B's columns down its own range of K (`unroll` rows a turn, their loads in flight
+    together), the block's lanes_k partial sums added through shared memory."""
+
+    lanes_n: int = 8
+    lanes_k: int = 32
+    unroll: int = 4
+
+    as_dict = GridConfig.as_dict
+    from_dict = GridConfig.__dict__["from_dict"]
+
+    @property
+    def threads(self) -> int:
+        return self.lanes_n * self.lanes_k
+
+    def chunk_k(self, K: int) -> int:
+        """The k one thread's accumulator sums serially (schedules/lowering/long_k.py)."""
+        return -(-K // self.lanes_k)
+
+    @property
+    def shared_bytes(self) -> int:
+        return 0  # sized by M and the dtype: checked in validate
+
+    @property
+    def shared_scope(self) -> str:
+        return "shared"
+
+    def check_shared_memory(self, arch: str = "sm_90") -> None:
+        pass  # at most lanes_k x 16 x 8 lanes_n floats: below 48 KB for every valid config
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        check_sizes(M, N, K)
+        _check_integer_fields(self)
+        if self.lanes_n not in (1, 2, 4, 8, 16, 32):
+            raise ConfigError(f"lanes_n must be 1, 2, 4, 8, 16 or 32 threads, got {self.lanes_n}")
+        if self.threads % WARP_SIZE or not WARP_SIZE <= self.threads <= 1024:
+            raise ConfigError(f"lanes_n x lanes_k must be whole warps, 32 to 1024 threads, got {self.threads}")
+        if self.unroll not in (1, 2, 4, 8, 16):
+            raise ConfigError(f"unroll must be 1, 2, 4, 8 or 16 rows, got {self.unroll}")
+

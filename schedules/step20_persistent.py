@@ -35,7 +35,14 @@ step 20 at 836 against 645 TFLOP/s at 4096^3 bf16 in the same rounds (766 agains
 is step 22's idea. Also measured: 128 blocks rather than 132 (``blocks_for``) 0-5% faster in
 every round where the two differed by more than the noise (512 tiles: 4 waves either way); the
 16-bit wait_group 1 (``Plan.in_flight``), tried here, was right at 4096^3 but no faster.
-Nsight Compute: not yet run on this rung (the session's device time went to the rounds above).
+Nsight Compute (4096^3, one launch, clocks as the board sets them: 1.60-1.63 GHz under the
+profiler; NCU="20 21 22" ONLY_TESTS=1 SKIP_TESTS=1 bash tools/device_run.sh, 2026-11-27;
+the figures: results/nvidia-h100-80gb-hbm3/evidence/ncu_steps20-22.txt): bf16 185 us, the tensor
+pipe active 90.3% of cycles (step 18: 88.5%), per issued instruction a warp waits 7.4 cycles
+at a barrier (the consumers' warpgroup syncs around wgmma), 2.2 on the long scoreboard (the
+mbarrier waits), 1.2 fixed latency; TF32 344 us, tensor pipe 94.9%, barrier 3.3, long
+scoreboard 1.9, short scoreboard 1.8 (B^T's fragment loads from shared memory). With the pipe
+this busy, what the persistent grid could win at 4096^3 is the few percent it won.
 
 The rung's own pieces, below: ``tile_loop`` (a block's tiles), ``produce_tiles`` (the producer
 over them), ``consume_tiles`` (a consumer over them; step 21 reuses it with its own walk and
@@ -65,7 +72,7 @@ ARCH = "sm_90a"
 PRIOR = 18  # a TF32 rung: measured against step 18, not step 19 (3xTF32)
 Config = WgmmaPersistentConfig
 PASS_CONFIG: dict = {}
-PIECES = ("tile_loop", "produce_tiles", "consume_tiles", "persistent")
+PIECES = ("tile_loop", "produce_tiles", "accumulate_tile", "consume_tiles", "persistent")
 
 
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaPersistentConfig:
@@ -135,51 +142,71 @@ def store_registers(plan: Plan):
     return store
 
 
-def consume_tiles(plan: Plan, multiply, store, walk=tile_loop, release=None):
-    """A macro: a consumer warpgroup runs step 16's loop on each of its block's tiles (`walk`:
-    how many, and where each is), counting slices across them, and hands back the tile's last
-    stage before its store, so the producer is already filling the ring for the next tile while
-    the store runs. `release` hands a stage back (step 21's: to both blocks of a cluster)."""
-    stages, KT, acc_n, in_flight = plan.stages, plan.KT, plan.acc_n, plan.in_flight
+def accumulate_tile(plan: Plan, multiply, release=None, slices: int | None = None):
+    """A macro: a consumer warpgroup's part of one tile, step 16's loop: the accumulator zeroed,
+    `slices` slices (default: all of K's) multiplied as they arrive, the ring's slices counted
+    from g0 across the block's tiles, every stage handed back, the tile's last one included, so
+    the producer is already filling the ring for the next tile while the store runs. `release`
+    hands a stage back (step 21's: to both blocks of a cluster)."""
+    stages, acc_n, in_flight = plan.stages, plan.acc_n, plan.in_flight
+    KT = plan.KT if slices is None else slices
     release = release or release_here(plan)
+
+    @T.macro
+    def accumulate(smem, acc, frag, descA, descB, g0, tid, wg, warp, lane):
+        for i in T.unroll(acc_n):
+            acc[i] = T.float32(0)
+            T.cuda.wgmma.noop_barrier(acc[i])
+        for kt2 in T.serial(_ceil(KT, 2)):
+            for p in T.unroll(2):
+                if kt2 * 2 + p < KT:
+                    T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((g0 + kt2 * 2 + p) % stages)]),
+                                         ((g0 + kt2 * 2 + p) // stages) & 1)
+                    multiply(smem, acc, frag, descA, descB, (g0 + kt2 * 2 + p) % stages, p, wg, warp, lane)
+                    T.ptx.wgmma.wait_group.sync.aligned(in_flight)
+                    if kt2 * 2 + p > 0:
+                        release(smem, g0 + kt2 * 2 + p - 1, tid)
+        T.ptx.wgmma.wait_group.sync.aligned(0)
+        # The tile's last slice is done too: its stage goes back before the store.
+        release(smem, g0 + KT - 1, tid)
+        for i in T.unroll(acc_n):
+            T.cuda.wgmma.noop_barrier(acc[i])
+
+    return accumulate
+
+
+def consume_tiles(plan: Plan, multiply, store, walk=tile_loop, release=None):
+    """A macro: a consumer warpgroup runs ``accumulate_tile`` on each of its block's tiles
+    (`walk`: how many, and where each is), then stores it. `release` hands a stage back (step
+    21's: to both blocks of a cluster)."""
+    KT = plan.KT
+    accumulate = accumulate_tile(plan, multiply, release)
 
     @T.macro
     def consumer(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane):
         count, corner = T.meta_var(walk(plan, bid))
         for t in T.serial(count):
             m0, n0 = T.meta_var(corner(t))
-            for i in T.unroll(acc_n):
-                acc[i] = T.float32(0)
-                T.cuda.wgmma.noop_barrier(acc[i])
-            for kt2 in T.serial(_ceil(KT, 2)):
-                for p in T.unroll(2):
-                    if kt2 * 2 + p < KT:
-                        T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((t * KT + kt2 * 2 + p) % stages)]),
-                                             ((t * KT + kt2 * 2 + p) // stages) & 1)
-                        multiply(smem, acc, frag, descA, descB, (t * KT + kt2 * 2 + p) % stages, p, wg, warp, lane)
-                        T.ptx.wgmma.wait_group.sync.aligned(in_flight)
-                        if kt2 * 2 + p > 0:
-                            release(smem, t * KT + kt2 * 2 + p - 1, tid)
-            T.ptx.wgmma.wait_group.sync.aligned(0)
-            # The tile's last slice is done too: its stage goes back before the store.
-            release(smem, t * KT + KT - 1, tid)
-            for i in T.unroll(acc_n):
-                T.cuda.wgmma.noop_barrier(acc[i])
+            accumulate(smem, acc, frag, descA, descB, t * KT, tid, wg, warp, lane)
             store(smem, out, acc, m0, n0, tid, wg, warp, lane)
 
     return consumer
 
 
-def persistent(plan: Plan, producer, consumer):
-    """The kernel: step 16's roles and registers, grid(plan) blocks instead of one per tile."""
+def persistent(plan: Plan, producer, consumer, blocks: int | None = None, out_rows: int | None = None):
+    """The kernel: step 16's roles and registers, grid(plan) blocks (or `blocks`) instead of one
+    per tile; the consumers write `out_rows` rows of their output (default C's M; step 23's
+    partial sums are split x M)."""
+    blocks = grid(plan) if blocks is None else blocks
+    out_rows = plan.M if out_rows is None else out_rows
 
     @T.macro
     def kernel(A_op, B_op, C, A_map, B_map):
-        for bid in T.thread_binding(grid(plan), thread="blockIdx.x"):
+        for bid in T.thread_binding(blocks, thread="blockIdx.x"):
             for tid in T.thread_binding(plan.threads, thread="threadIdx.x"):
                 with T.sblock("C"):
                     T.reads(A_op[0:plan.M, 0:plan.Ka], B_op[0:plan.B_shape[0], 0:plan.B_shape[1]])
-                    T.writes(C[0:plan.M, 0:plan.N])
+                    T.writes(C[0:out_rows, 0:plan.N])
                     smem = T.sblock_alloc_buffer((plan.smem_fl,), plan.dtype, scope="shared.dyn", align=1024)
                     acc = T.sblock_alloc_buffer((plan.acc_n,), "float32", scope="local")
                     frag = T.sblock_alloc_buffer((plan.frag_regs,), "uint32", scope="local")

@@ -151,26 +151,39 @@ def _fake_step(number, precision="fp32", tensor_cores=False):
 
 
 def test_the_default_run_is_the_dispatch_rules_fp32_candidates():
-    assert [s.number for s in bench.default_steps("sm_90")] == [11, 14, 19]
-    assert [s.number for s in bench.default_steps("sm_80")] == [11, 14]
+    assert [s.number for s in bench.default_steps("sm_90")] == [11, 14, 19, 24]
+    assert [s.number for s in bench.default_steps("sm_80")] == [11, 14, 24]
     assert all(s.precision == "fp32" for s in bench.default_steps())
+
+
+def test_a_run_of_tf32_steps_measures_tf32():
+    """Its baseline is cuBLAS TF32 and its "fastest" row the TF32 pick: the peer of a TF32 step
+    (the TF32 rows of 2026-11-27 were measured against strict fp32 before this)."""
+    get = schedules.get_step
+    assert bench.run_precision([get(13), get(18), get(23)], "fp32") == "tf32"
+    assert bench.run_precision([get(11), get(18)], "fp32") == "fp32"  # any fp32 step: fp32's
+    assert bench.run_precision(bench.default_steps("sm_90"), "fp32") == "fp32"
+    assert bench.run_precision([get(18)], "bf16") == "bf16" and bench.run_precision([], "fp32") == "fp32"
 
 
 def test_the_final_fp32_cuda_core_step():
     final = bench.final_fp32_step()
-    assert final is max((s for s in schedules.STEPS if bench.cuda_core_fp32(s)), key=lambda s: s.number)
+    assert final is max((s for s in schedules.STEPS if bench.cuda_core_fp32(s) and s.schedules_a_block),
+                        key=lambda s: s.number)
     assert final.number >= 10 and final.precision == "fp32" and not final.tensor_cores
-    # The tensor-core steps after it (12-18) are never the default, fp32-accurate or not.
-    assert all(s.tensor_cores for s in schedules.STEPS if s.number > final.number)
+    # The steps after it are tensor-core steps (12-23), never the default, fp32-accurate or not,
+    # or kernels of one shape (step 24, the matrix-vector rung).
+    assert all(s.tensor_cores or not s.schedules_a_block for s in schedules.STEPS if s.number > final.number)
+    assert not schedules.get_step(24).schedules_a_block and bench.cuda_core_fp32(schedules.get_step(24))
     assert not bench.cuda_core_fp32(schedules.get_step(14)) and schedules.get_step(14).precision == "fp32"
     fake = [_fake_step(10), _fake_step(11), _fake_step(12, "tf32", True),
             _fake_step(14, "fp32", True), _fake_step(13, "tf32")]
     assert bench.final_fp32_step(fake).number == 11
     with pytest.raises(schedules.ConfigError):
         bench.final_fp32_step([_fake_step(12, "fp32", True)])
-    # The bound each step is checked against: TF32's own for 12, 13, 15-18 and 20-22, fp32's for the rest.
+    # The bound each step is checked against: TF32's own for 12, 13, 15-18 and 20-23, fp32's for the rest.
     for step in schedules.STEPS:
-        expected = harness.TF32_TOLERANCE if step.number in (12, 13, 15, 16, 17, 18, 20, 21, 22) else harness.TOLERANCE
+        expected = harness.TF32_TOLERANCE if step.number in (12, 13, 15, 16, 17, 18, 20, 21, 22, 23) else harness.TOLERANCE
         assert bench.step_tolerance(step) == expected, step.number
 
 
@@ -747,5 +760,5 @@ def test_a_16_bit_run_checks_in_its_dtype_and_writes_its_rows_alone(tmp_path, fa
 
 
 def test_16_bit_candidates_and_options():
-    assert [s.number for s in bench.sixteen_bit_steps("bf16", "sm_90")] == [12, 13, 15, 16, 17, 18, 20, 21, 22]
-    assert [s.number for s in bench.sixteen_bit_steps("fp16", "sm_80")] == [12, 13]
+    assert [s.number for s in bench.sixteen_bit_steps("bf16", "sm_90")] == [12, 13, 15, 16, 17, 18, 20, 21, 22, 23, 24]
+    assert [s.number for s in bench.sixteen_bit_steps("fp16", "sm_80")] == [12, 13, 24]

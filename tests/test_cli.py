@@ -401,11 +401,12 @@ def test_explain_tuned_prior_header_names_the_priors_own_config():
 def test_each_steps_config_extends_its_priors(step):
     """What --explain relies on to build the prior at the step's config; the one exception is
     the first tensor-core step, whose warp tiles are another kind of config than the CUDA-core
-    ladder's thread tiles, and the first Hopper rung (warpgroup tiles, not warp tiles): --explain
-    then builds the prior at its own tuned config."""
+    ladder's thread tiles, the first Hopper rung (warpgroup tiles, not warp tiles), and the
+    matrix-vector rung (a thread per 16-byte vector of columns, not a tile): --explain then builds
+    the prior at its own tuned config."""
     prior = cli.prior_step(step)  # the step before it, or its PRIOR (step 20's is 18)
-    if (step.tensor_cores and not prior.tensor_cores) or (step.arch and not prior.arch):
-        assert step.number in (12, 15) and not issubclass(step.Config, prior.Config)
+    if (step.tensor_cores and not prior.tensor_cores) or (step.arch and not prior.arch) or step.number == 24:
+        assert step.number in (12, 15, 24) and not issubclass(step.Config, prior.Config)
         cfg = step.default_config(512, 512, 512)
         prior_cfg, how = cli.prior_config(step, prior, cfg, (512, 512, 512), "sm_90")
         assert prior_cfg == prior.default_config(512, 512, 512)
@@ -425,9 +426,9 @@ def test_prior_config_is_the_steps_own_where_it_fits(step, n):
     prior_cfg.validate(n, n, n)
     if "own tuned config" in how:  # it does not fit: the prior's tuned config, and why
         assert prior_cfg == prior.default_config(n, n, n)
-        # Step 12's config is of another kind than step 11's, step 15's than step 14's; any
-        # other step's does not fit.
-        assert ("does not extend" if step.number in (12, 15) else "does not fit") in how
+        # Step 12's config is of another kind than step 11's, step 15's than step 14's, step
+        # 24's than step 11's; any other step's does not fit.
+        assert ("does not extend" if step.number in (12, 15, 24) else "does not fit") in how
     else:
         assert {k: v for k, v in cfg.as_dict().items() if k in prior_cfg.as_dict()} == prior_cfg.as_dict()
 

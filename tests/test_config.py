@@ -18,6 +18,7 @@ from schedules.config import (
     ConflictFreeConfig,
     CooperativeFetchConfig,
     GridConfig,
+    MatvecConfig,
     RegisterTileConfig,
     SharedTileConfig,
     SplitKConfig,
@@ -37,7 +38,7 @@ SCHEDULED = [s for s in STEPS if s.arch is None]
 CONFIG_CLASSES = (
     GridConfig, RegisterTileConfig, SharedTileConfig, CooperativeFetchConfig,
     AsyncCopyConfig, ConflictFreeConfig, WarpTileConfig, TunedConfig, SplitKConfig,
-    TensorCoreConfig, TensorCorePipelineConfig, TF32x3Config,
+    TensorCoreConfig, TensorCorePipelineConfig, TF32x3Config, MatvecConfig,
 )
 
 
@@ -432,6 +433,7 @@ OWN_CONFIGS = {
         block_m=128, block_n=128, block_k=16, warp_m=32, warp_n=64, stages=2, pad_a=0, pad_b=0, raster=2,
         promote=0,
     ),  # 8 warps (the default from 2048 up has 4)
+    MatvecConfig: MatvecConfig(lanes_n=4, lanes_k=32, unroll=4),  # 4 warps (the default has 8)
 }
 
 
@@ -575,6 +577,8 @@ DEFAULTS[14] = {
     1024: (64, 128, 32, 32, 64, 4, 3, 4, 8, 8, 1, 2, 2),
     2048: (64, 128, 32, 32, 64, 4, 3, 4, 8, 8, 1, 2, 2),
 }
+# Step 24 (lanes_n, lanes_k, unroll): from M = 5, 8 lanes to a 128-byte segment, 32 k lanes, 4 rows.
+DEFAULTS[24] = {512: (8, 32, 4), 1024: (8, 32, 4), 2048: (8, 32, 4)}
 
 
 def _tuned_file_defaults(path=step10_tuned.TUNED_PATH, config_class=TunedConfig) -> dict[int, tuple]:

@@ -19,7 +19,7 @@ import pytest
 import schedules
 from schedules import ConfigError
 from schedules.config import (Wgmma3xTF32Config, WgmmaClusterConfig, WgmmaConfig, WgmmaPersistentConfig,
-                              WgmmaPipelineConfig, WgmmaRegisterAConfig, WgmmaTmaStoreConfig)
+                              WgmmaPipelineConfig, WgmmaRegisterAConfig, WgmmaSplitKConfig, WgmmaTmaStoreConfig)
 from steps.commands import ladder
 from steps.measure import harness, nvcc
 
@@ -44,18 +44,18 @@ def kernels(src: str) -> list[tuple[str, str, str]]:
     return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
 
 
-def test_the_hopper_rungs_are_15_to_22():
-    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22]
+def test_the_hopper_rungs_are_15_to_23():
+    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23]
     assert all(s.arch == "sm_90a" and s.tensor_cores for s in HOPPER)
-    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22] and SPLIT_STEP.precision == "fp32"
+    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23] and SPLIT_STEP.precision == "fp32"
     assert all(s.arch is None for s in schedules.STEPS if s.number < 15)
     # Each rung's config is its prior's, or extends it; 15 starts a new kind (warpgroup tiles).
     assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig,
                                           Wgmma3xTF32Config, WgmmaPersistentConfig, WgmmaClusterConfig,
-                                          WgmmaTmaStoreConfig]
+                                          WgmmaTmaStoreConfig, WgmmaSplitKConfig]
     assert issubclass(Wgmma3xTF32Config, WgmmaRegisterAConfig)
     assert issubclass(WgmmaTmaStoreConfig, WgmmaClusterConfig) and issubclass(WgmmaClusterConfig, WgmmaPersistentConfig)
-    assert issubclass(WgmmaPersistentConfig, WgmmaRegisterAConfig)
+    assert issubclass(WgmmaPersistentConfig, WgmmaRegisterAConfig) and issubclass(WgmmaSplitKConfig, WgmmaPersistentConfig)
     assert issubclass(WgmmaRegisterAConfig, WgmmaPipelineConfig) and issubclass(WgmmaPipelineConfig, WgmmaConfig)
     assert all(harness.tolerance(s) == harness.TF32_TOLERANCE for s in HOPPER_TF32)
     assert harness.tolerance(SPLIT_STEP) == harness.tolerance(schedules.get_step(14)) < harness.TF32_TOLERANCE
@@ -106,13 +106,23 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
     assert ("mbarrier.arrive.shared" in src.replace("expect_tx", "")) == cfg.producer
     # B's transposed copy: a kernel of steps 15-17, gone at 18 (register A, C^T = B^T A^T).
     assert ("Bt_ptr" in src) == (step.number < 18)
-    assert len(kernels(src)) == (1 if step.number >= 18 else 2)
+    # Step 23 at 256^3 splits K in two: the GEMM writes a workspace, a second kernel sums it.
+    split = getattr(cfg, "split_k", 1) > 1
+    assert len(kernels(src)) == (1 if step.number >= 18 else 2) + split
+    assert ("W_ptr" in src) == split == (step.number == 23 and n == 256)
 
 
 def test_each_rung_changes_the_kernel():
     n = 2048
-    sources = [source(s, n, n, n) for s in HOPPER]
+    sources = [source(s, n, n, n) for s in HOPPER if s.number != 23]
     assert len(set(sources)) == len(sources)
+    # Step 23 (split-K) is step 20's kernel, byte for byte, where the output fills the SMs, and
+    # its own (two kernels, a workspace) where it does not.
+    step20, step23 = schedules.get_step(20), schedules.get_step(23)
+    assert source(step23, n, n, n) == source(step20, n, n, n)
+    split = source(step23, 256, 256, 16384)
+    assert split != source(step20, 256, 256, 16384)
+    assert [bound for bound, _, _ in kernels(split)] == ["384", "256"]  # the GEMM, then the sum of the parts
     # Step 17 is step 16 at block_n 256: the wide tile, nothing else.
     assert HOPPER[2].default_config(n, n, n) == dataclasses.replace(HOPPER[1].default_config(n, n, n), block_n=256)
 
@@ -206,9 +216,9 @@ def test_own_config_class_is_honoured(step):
 
 def test_the_ladder_skips_the_hopper_rungs_elsewhere(capsys):
     kept = ladder.runnable_steps(list(schedules.STEPS), "sm_80")
-    assert [s.number for s in kept] == list(range(1, 15))
+    assert [s.number for s in kept] == list(range(1, 15)) + [24]
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22: they need a Hopper GPU (sm_90a: wgmma, TMA); "
+    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23: they need a Hopper GPU (sm_90a: wgmma, TMA); "
                    "this is sm_80"]
     assert ladder.runnable_steps(list(schedules.STEPS), "sm_90") == list(schedules.STEPS)
     with pytest.raises(Exception, match="need a Hopper GPU"):

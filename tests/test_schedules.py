@@ -21,10 +21,10 @@ STEPS = schedules.STEPS
 # Steps 1-11 compute on CUDA cores: per-thread micro-tiles of C, FFMA accumulators, float4
 # fragment loads. The tensor-core steps (12-14) replace those with warp fragments and mma.sync;
 # the tests of those features are in tests/test_tensor_cores.py.
-CUDA_CORE_STEPS = [s for s in STEPS if not s.tensor_cores]
-# The steps that schedule the base matmul; the Hopper rungs' written kernels (steps 15 on) are
-# tests/test_hopper.py's.
-SCHEDULED = [s for s in STEPS if s.arch is None]
+CUDA_CORE_STEPS = [s for s in STEPS if not s.tensor_cores and s.schedules_a_block]
+# The steps that schedule the base matmul; the Hopper rungs' written kernels (steps 15-23) are
+# tests/test_hopper.py's, the matrix-vector kernel (24) tests/test_matvec.py's.
+SCHEDULED = [s for s in STEPS if s.arch is None and s.number != 24]
 SIZES = (256, 2048)
 ARCHS = ("sm_90", "sm_80")
 NVCC_SIZE = 2048
@@ -435,7 +435,7 @@ def test_fetch_gives_each_thread_a_contiguous_run(step):
     assert rounds_seen == {1, 2}, "the 256 default should give A one round and B two"
 
 
-@pytest.mark.parametrize("step", [s for s in STEPS[6:] if not s.tensor_cores], ids=_step_id)
+@pytest.mark.parametrize("step", [s for s in CUDA_CORE_STEPS if s.number >= 7], ids=_step_id)
 def test_fetch_rounds_outermost_is_warp_contiguous(step):
     """Steps 7+: the copy splits as [rounds, threadIdx.y, threadIdx.x, vector], so one
     cp.async instruction of a warp covers 32 consecutive float4s of the (unpermuted) tile.

@@ -57,8 +57,10 @@ def kernels(src: str) -> dict[str, str]:
 def test_step_11_follows_step_10():
     numbers = [s.number for s in schedules.STEPS]
     assert numbers[numbers.index(10) + 1] == 11
-    # The last step on CUDA cores: the tensor-core rungs (12-14) come after it.
-    assert not STEP11.tensor_cores and all(s.tensor_cores for s in schedules.STEPS if s.number > 11)
+    # The last schedule on CUDA cores: the tensor-core rungs (12-23) come after it, and the
+    # matrix-vector kernel (24), a kernel of one shape, written out.
+    assert not STEP11.tensor_cores
+    assert all(s.tensor_cores or not s.schedules_a_block for s in schedules.STEPS if s.number > 11)
     assert STEP11.Config is SplitKConfig and issubclass(SplitKConfig, STEP10.Config)
 
 

@@ -43,9 +43,9 @@ if [ "${AUDIT:-1}" = 1 ]; then
     --shapes "$AUDIT_SHAPES" > logs/bench-audit.out 2> logs/bench-audit.err
   echo "audit rc=$? $((SECONDS-t0))s"; tail -n 45 logs/bench-audit.out; tail -n 3 logs/bench-audit.err
 fi
-if [ "${TF32:-0}" = 1 ]; then  # the dispatch table's TF32 rows (steps 13 and 18), nothing else saved
+if [ "${TF32:-0}" = 1 ]; then  # the dispatch table's TF32 rows (steps 13, 18, 20, 22, 23), nothing else saved
   t0=$SECONDS
-  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps 13,18 --save-dispatch \
+  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps 13,18,20,22,23 --save-dispatch \
     > logs/bench-tf32.out 2> logs/bench-tf32.err
   echo "tf32 rows rc=$? $((SECONDS-t0))s"; tail -n 12 logs/bench-tf32.out; tail -n 3 logs/bench-tf32.err
 fi

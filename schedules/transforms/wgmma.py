@@ -451,11 +451,15 @@ def init_barriers(p: Plan):
     return init
 
 
-def prim_func(p: Plan, kernel) -> tvm.tirx.PrimFunc:
+def prim_func(p: Plan, kernel, partials: tuple | None = None) -> tvm.tirx.PrimFunc:
     """C[M, N] = A[M, K] @ B[K, N]: the copy kernels the operands need (B transposed where it is
     read K-major, rows padded for TMA), the tensor maps, then `kernel` (A_op, B_op, C, A_map,
-    B_map), a rung's GEMM kernel."""
+    B_map), a rung's GEMM kernel. `partials` (split-K, step 23): (split, reduce) with split > 1:
+    the GEMM kernel writes split fp32 partial sums of C, one M x N block of rows each, to a
+    workspace W[split * M, N], and a kernel of its own, reduce(W, C, A_op, B_op), sums them into C
+    (A_op and B_op: the operands the GEMM read, which it keeps live; step 23 says why)."""
     gemm = with_tensor_maps(p, kernel)
+    split, reduce = partials if partials is not None else (1, None)
     M, N, K, Kp, Np, dtype = p.M, p.N, p.K, p.Kp, p.Np, p.dtype
     register_a, pad_a, pad_b = p.cfg.register_a, p.pad_a, p.pad_b
 
@@ -488,13 +492,18 @@ def prim_func(p: Plan, kernel) -> tvm.tirx.PrimFunc:
         A_pad = T.alloc_buffer((M, Kp), dtype)
         B_pad = T.alloc_buffer((K, Np), dtype)
         Bt = T.alloc_buffer((N, Kp), dtype)
+        W = T.alloc_buffer((split * M, N), "float32")
         if pad_a:
             pad_copy(A, A_pad, M, K, Kp, "pad_A")
         if not register_a:
             transpose(B, Bt)
         elif pad_b:
             pad_copy(B, B_pad, K, N, Np, "pad_B")
-        gemm(A_pad if pad_a else A, Bt if not register_a else B_pad if pad_b else B, C)
+        if split > 1:
+            gemm(A_pad if pad_a else A, Bt if not register_a else B_pad if pad_b else B, W)
+            reduce(W, C, A_pad if pad_a else A, Bt if not register_a else B_pad if pad_b else B)
+        else:
+            gemm(A_pad if pad_a else A, Bt if not register_a else B_pad if pad_b else B, C)
     return main
 
 
@@ -515,7 +524,7 @@ def schedule_copies(sch) -> None:
             bx, tx = sch.split(fused, [None, COPY_THREADS])
             sch.bind(bx, "blockIdx.x")
             sch.bind(tx, "threadIdx.x")
-        elif name != "C":  # the GEMM, bound as written; anything else would run unscheduled
+        elif name not in ("C", "reduce_partials"):  # bound as written; anything else would run unscheduled
             raise ValueError(f"schedule_copies: no schedule for block {name!r}")
 
 

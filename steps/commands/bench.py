@@ -5,7 +5,7 @@
     python -m steps.bench --shapes 1000x1500x700,64x2048x2048   # ad-hoc shapes, beside or instead of classes
     python -m steps.bench --save                    # results/<gpu>/shapes.json, shapes.csv, shapes.png, docs/measured.md,
                                                     # and schedules/tuned/dispatch.json (the dispatch table)
-    python -m steps.bench --steps 13,18 --save-dispatch   # the TF32 rows of the dispatch table only
+    python -m steps.bench --steps 13,18,20,22,23 --save-dispatch   # the TF32 rows, against cuBLAS TF32
     python -m steps.bench --dtype bf16 --save-dispatch    # bf16 inputs: the bf16 rows (every step with a bf16 form)
     python -m steps.bench --steps all --check-only  # every step correct on every shape; nothing timed
     python -m steps.bench --build-only              # anywhere: build every kernel, report its resources
@@ -74,11 +74,12 @@ def cuda_core_fp32(step) -> bool:
 
 
 def default_steps(arch: str | None = None) -> list:
-    """The dispatch rule's fp32-accurate candidates: the final CUDA-core fp32 step and every
-    tensor-core step that computes to fp32's accuracy (3xTF32), those that run on `arch`."""
-    tensor = [s for s in schedules.STEPS if s.precision == "fp32" and s.tensor_cores
+    """The dispatch rule's fp32-accurate candidates: the final CUDA-core fp32 step, every
+    tensor-core step that computes to fp32's accuracy (3xTF32), and the CUDA-core kernels of one
+    shape (step 24, the matrix-vector rung), those that run on `arch`, in the ladder's order."""
+    others = [s for s in schedules.STEPS if s.precision == "fp32" and (s.tensor_cores or not s.schedules_a_block)
               and (arch is None or s.runs_on(arch))]
-    return [final_fp32_step()] + tensor
+    return sorted([final_fp32_step()] + others, key=lambda s: s.number)
 
 
 def sixteen_bit_steps(dtype: str, arch: str | None = None) -> list:
@@ -87,9 +88,20 @@ def sixteen_bit_steps(dtype: str, arch: str | None = None) -> list:
     return [s for s in schedules.STEPS if dtype in s.dtypes and (arch is None or s.runs_on(arch))]
 
 
+def run_precision(steps, dtype: str) -> str:
+    """The precision a run measures: the dtype for 16-bit inputs; for fp32 inputs "tf32" where
+    every step given computes in TF32 (its baseline is then cuBLAS TF32, and its "fastest" row the
+    TF32 pick), else "fp32" (cuBLAS strict fp32, the fp32-accurate pick)."""
+    if dtype != "fp32":
+        return dtype
+    return "tf32" if steps and all(s.precision == "tf32" for s in steps) else "fp32"
+
+
 def final_fp32_step(steps=None):
-    """The highest-numbered step that computes in fp32 on CUDA cores: the default of a run."""
-    eligible = [s for s in (schedules.STEPS if steps is None else steps) if cuda_core_fp32(s)]
+    """The highest-numbered step that computes in fp32 on CUDA cores as a schedule of the base
+    matmul (step 11, not the matrix-vector kernel of step 24): the default of a run."""
+    eligible = [s for s in (schedules.STEPS if steps is None else steps)
+                if cuda_core_fp32(s) and getattr(s, "schedules_a_block", True)]
     if not eligible:
         raise ConfigError("no step computes in fp32 on CUDA cores; give --steps")
     return max(eligible, key=lambda s: s.number)
@@ -116,7 +128,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fastest", action="store_true",
                    help="with --steps: also the row of schedules.fastest's pick per shape (the default run has it)")
     p.add_argument("--references", type=lambda text: references.keys_arg(text, allow_none=True), default=None,
-                   metavar="KEYS", help=f"reference rows: cublas (default; the ratio's baseline), all, none, or "
+                   metavar="KEYS", help=f"reference rows: cublas (default; the ratio's baseline; cublas_tf32 "
+                                        f"where every step given is a TF32 one), all, none, or "
                                         f"a comma list of {', '.join(references.KEYS)}")
     p.add_argument("--class", dest="classes", action="append", default=None, metavar="NAMES",
                    help="only these classes of the shape set, a comma list (repeatable; --list names them)")
@@ -228,7 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             steps = default_steps(args.arch) if dtype == "fp32" else sixteen_bit_steps(dtype, args.arch)
         with_fastest = (args.fastest or not args.steps) and not (args.check_only or args.build_only)
-        refs = references.for_dtype([references.CUBLAS] if args.references is None else args.references, dtype)
+        args.precision = run_precision(steps, dtype)
+        baseline = references.CUBLAS_TF32 if args.precision == "tf32" else references.CUBLAS
+        refs = references.for_dtype([baseline] if args.references is None else args.references, dtype)
         if args.check_only or args.build_only:
             refs = []
         configs = {(s.number, i.shape): cli._checked_config(s, *i.shape, dtype=dtype) for s in steps for i in items}
@@ -458,7 +473,7 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
     if with_fastest:
         # Phase two: the dispatch rule's pick per shape, timed as its own row. With --save it
         # reads the table this run measured (and is about to write); without, the committed one.
-        choices = {i.shape: schedules.fastest(*i.shape, precision=args.dtype, arch=arch,
+        choices = {i.shape: schedules.fastest(*i.shape, precision=getattr(args, "precision", args.dtype), arch=arch,
                                               gpu=_table_gpu(table, gpu_name), doc=table) for i in items}
         fast_jobs = fastest_jobs(items, choices, arch, args)
         progress.total += len(fast_jobs)

@@ -1,0 +1,162 @@
+"""Step 24 — the matrix-vector rung: M <= 16 rows streamed through B once, at the memory's speed.
+
+Idea: at M = 1 (every decode step of a language model) C = A @ B reads B's K x N once and does
+two flops per element read: no tile of any earlier rung is anything but padding, and the time
+is B's bytes over the bandwidth. So stream B with the widest loads and keep enough of them in
+flight to cover the memory's latency: a thread owns one 16-byte vector of B's columns (4 fp32,
+8 fp16 or bf16) and walks its own range of K, `unroll` rows a turn whose loads are issued
+together; lanes_n threads side by side cover a row segment (lanes_n x 16 bytes, whole 32-byte
+sectors), lanes_k of them split K; one block per lanes_n x 16 bytes of columns, 256 threads,
+so 4096 fp32 columns make 128 blocks of 256 threads with 4 loads each in flight (16 KB an SM;
+at 3 TB/s and ~1 us the GPU needs ~3 MB in flight, ~23 KB an SM: unroll 8 or lanes_n 4 there).
+A's M rows are read as scalars (M loads per row of B, L1 hits). Each thread's M x vector fp32
+sums are added across its warp's k lanes with shuffles, then across the warps through shared
+memory, and rounded to C's dtype once. Every sum is an fp32 sum of fp32 products (the 16-bit
+inputs exactly converted): the fp32 contract, no tensor cores. It is written as a kernel (one
+sblock with its threads bound, as the Hopper rungs), not a schedule of the base matmul: the
+thread-owns-a-vector-and-a-range-of-K mapping with a shuffle reduction is what step 11's
+``rfactor`` modes approach and do not reach (0.86x cuBLAS at 1 x 4096 x 4096, issue 49).
+
+Prediction (before any device run): 1 x 4096 x 4096 fp32 reads 64 MB: at ~2.9 TB/s (a device
+copy's rate on the H100) 23 us, 1.46 TFLOP/s, against step 11's 1.20 and cuBLAS's ~1.35: 1.05-1.1x
+cuBLAS; bf16 (32 MB) half the time. M = 16 does 16 FMA per element: still memory-bound.
+
+Measured (H200, driver 580.159.04, TVM 0.27.0.post1, 2026-11-27, kernel time, one process; 12
+configs per shape and dtype, against cuBLAS in the dtype): 1 x 4096 x 4096 bf16 7.9 us (1.28x
+cuBLAS's 10.2), fp16 8.7-8.9 (1.08-1.10x), fp32 20.8 (0.87x cuBLAS's 18.0; step 11 21.4, 0.84x);
+1 x 8192 x 1024 fp32 6.2 (1.23x), bf16 4.4 (1.24x), fp16 4.4 (1.22x). So the 16-bit products (32
+MB of B, which the H200's L2 holds between back-to-back calls) pass cuBLAS, and fp32's 64 MB, read
+at 3.2 TB/s, does not: cuBLAS reads it at 3.7. Two lanes (32-byte segments) or one were 10-50%
+slower, eight lanes (128 blocks) 35% slower at 4096 columns: what counts is blocks enough for two
+an SM, each 64-byte segment whole. Unrolling 4, 8 or 16 rows: within 3%. M = 16: fp32 50.6 us
+(1.55x cuBLAS, but step 11 ran 24.2), bf16 40 us (0.22x: cuBLAS uses tensor cores there).
+
+On the H100 (driver 580.159.04, 2026-11-27): the shape benchmark (python -m steps.bench --save,
+docs/measured.md) read 1 x 4096 x 4096 fp32 at 1.23 TFLOP/s, 0.90x cuBLAS's 1.36 (step 11:
+0.86x), 1 x 8192 x 1024 1.04x, every shape correct (largest error 8.1e-7): the fp32 rows' pick at
+both. A probe in one process (results/nvidia-h100-80gb-hbm3/evidence/issue49_rows.txt): 1 x 4096 x
+4096 fp32 27.2 us against cuBLAS's 24.5 (0.90x; step 11 27.9), 2.46 TB/s read, 95% of a
+device-to-device copy's 2.60 TB/s (read + written) measured in the same call; with 1024 threads
+(8 lanes x 128, unroll 4) 25.3 us, 0.97x. bf16 9.0 us against 9.0 (1.00x), and with 1024 threads
+(4 lanes x 256, unroll 4) 7.15 us, 1.25x. So 32 columns a block of 1024 threads is the better
+default in both dtypes; it is not the default yet because the committed fp32 rows measured this
+one (the next run of the shape benchmark should switch and re-measure). Issue 49's bar for fp32
+(>= 1.0x cuBLAS at 1 x 4096 x 4096) is not met: 0.90-0.97x.
+
+Run: python -m steps.step24
+"""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+from .config import DTYPES as TVM_DTYPES, MatvecConfig, WARP_SIZE
+
+NUMBER = 24
+NAME = "matrix-vector (M <= 16)"
+IDEA = "each thread streams a 16-byte vector of B's columns down its range of K; sums added by shuffles and shared memory"
+PRECISION = "fp32"  # fp32 sums of exact products: SGEMM's accuracy (16-bit inputs: the dtype's own)
+DTYPES = ("fp32", "fp16", "bf16")
+PRIOR = 11  # the matrix-vector mode (k_threads) of step 11 is what this rung replaces
+Config = MatvecConfig
+PASS_CONFIG: dict = {}
+PIECES = ("vector_of", "default_config", "kernel")
+
+EXPECTED_REGRESSION = dict.fromkeys(
+    (512, 1024, 2048, 4096, 8192),
+    "a square is not this rung's shape: it reads B once per 16 rows of A (M / 16 times) on CUDA cores",
+)
+EXPECTED_REGRESSION_BF16 = EXPECTED_REGRESSION_FP16 = EXPECTED_REGRESSION
+
+SHARED_LIMIT = 48 * 1024
+ROWS = 16  # the rung's M: a larger M is done 16 rows at a time (correct, and B read once per 16 rows)
+
+
+def vector_of(N: int, dtype: str) -> int:
+    """Elements per load: 16 bytes where N keeps every row's vectors aligned, else one."""
+    width = 16 // (4 if dtype == "fp32" else 2)
+    return width if N % width == 0 else 1
+
+
+def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
+    """Four lanes to a 64-byte row segment, 64 k lanes (256 threads), 8 rows in flight a thread;
+    from M = 5 eight lanes (128 bytes) and 4 rows (the A loads and FMAs a row grow with M).
+    Measured fastest or within 3% of it at 1 x 4096 x 4096 and 1 x 8192 x 1024 in fp32, fp16
+    and bf16, and at 16 x 4096 x 4096 in fp32 (the docstring)."""
+    if M > 4:
+        return MatvecConfig(lanes_n=8, lanes_k=32, unroll=4)
+    return MatvecConfig(lanes_n=4, lanes_k=64, unroll=8)
+
+
+def shared_bytes(M: int, N: int, cfg: MatvecConfig, dtype: str) -> int:
+    return cfg.threads // WARP_SIZE * min(M, ROWS) * cfg.lanes_n * vector_of(N, dtype) * 4
+
+
+def kernel(M: int, N: int, K: int, cfg: MatvecConfig, dtype: str = "fp32"):
+    dt = TVM_DTYPES[dtype]
+    MB = min(M, ROWS)  # rows of A a block takes: all of them up to 16; larger M re-reads B per 16 rows
+    vec = vector_of(N, dtype)
+    ln, lk, u = cfg.lanes_n, cfg.lanes_k, cfg.unroll
+    threads, cols, warps = cfg.threads, cfg.lanes_n * vec, cfg.threads // WARP_SIZE
+    blocks = -(-N // cols)
+    per = -(-(-(-K // lk)) // u) * u  # k rows a thread: K over the k lanes, whole turns of `unroll`
+    if shared_bytes(M, N, cfg, dtype) > SHARED_LIMIT:
+        from .config import ConfigError
+        raise ConfigError(f"step 24's partial sums need {shared_bytes(M, N, cfg, dtype)} bytes of shared memory "
+                          f"(warps x M x lanes_n x vector floats), more than {SHARED_LIMIT}: fewer lanes_n or threads")
+    shuffles = (WARP_SIZE // ln).bit_length() - 1  # xor distances ln, 2 ln, ... 16: a warp's k lanes
+
+    def rounded(value):
+        return value if dt == "float32" else T.Cast(dt, value)
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((M, K), dt), B: T.Buffer((K, N), dt), C: T.Buffer((M, N), dt)):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for by in T.thread_binding(-(-M // MB), thread="blockIdx.y"):
+            for bx in T.thread_binding(blocks, thread="blockIdx.x"):
+                for tid in T.thread_binding(threads, thread="threadIdx.x"):
+                    with T.sblock("C"):
+                        T.reads(A[0:M, 0:K], B[0:K, 0:N])
+                        T.writes(C[0:M, 0:N])
+                        acc = T.sblock_alloc_buffer((MB * vec,), "float32", scope="local")
+                        b = T.sblock_alloc_buffer((u * vec,), dt, scope="local")
+                        part = T.sblock_alloc_buffer((warps * MB * cols,), "float32", scope="shared")
+                        for i in T.unroll(MB * vec):
+                            acc[i] = T.float32(0)
+                        for kt in T.serial(per // u):
+                            # A turn's `unroll` rows of loads first, all in flight together; then the math.
+                            for r in T.unroll(u):
+                                if tid // ln * per + kt * u + r < K and bx * cols + tid % ln * vec < N:
+                                    for v in T.vectorized(vec):
+                                        b[r * vec + v] = B[tid // ln * per + kt * u + r, bx * cols + tid % ln * vec + v]
+                                else:
+                                    for v in T.vectorized(vec):
+                                        b[r * vec + v] = T.Cast(dt, T.float32(0))
+                            for r in T.unroll(u):
+                                for m in T.unroll(MB):
+                                    for v in T.unroll(vec):
+                                        acc[m * vec + v] = acc[m * vec + v] + T.Cast("float32", A[T.min(by * MB + m, M - 1), T.min(tid // ln * per + kt * u + r, K - 1)]) * T.Cast("float32", b[r * vec + v])
+                        # The warp's k lanes of each column added together (lanes tid % ln alike).
+                        for i in T.unroll(MB * vec):
+                            for s in T.unroll(shuffles):
+                                acc[i] = acc[i] + T.tvm_warp_shuffle_xor(T.uint32(0xFFFFFFFF), acc[i], T.shift_left(ln, s), WARP_SIZE, WARP_SIZE)
+                        if tid % WARP_SIZE < ln:
+                            for m in T.unroll(MB):
+                                for v in T.unroll(vec):
+                                    part[(tid // WARP_SIZE * MB + m) * cols + tid % ln * vec + v] = acc[m * vec + v]
+                        T.tvm_storage_sync("shared")
+                        for o in T.serial(-(-(MB * cols) // threads)):
+                            if (o * threads + tid < MB * cols and by * MB + (o * threads + tid) // cols < M
+                                    and bx * cols + (o * threads + tid) % cols < N):
+                                C[by * MB + (o * threads + tid) // cols, bx * cols + (o * threads + tid) % cols] = rounded(
+                                    _sum_warps(part, warps, MB, cols, o * threads + tid))
+
+    return main
+
+
+def _sum_warps(part, warps: int, M: int, cols: int, i):
+    """The sum over the warps of partial sum i (row i // cols, column i % cols), in warp order."""
+    total = part[i]
+    for w in range(1, warps):
+        total = total + part[w * M * cols + i]
+    return total

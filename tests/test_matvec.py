@@ -1,0 +1,103 @@
+"""Step 24 (issue 49) without a GPU: the matrix-vector rung. Its config and one-line errors, what
+its CUDA holds (16-byte loads of B, the rows in flight, the shuffles, one rounding of C), the
+guards for shapes no vector divides, M above 16 in chunks, no spills. Correctness on the GPU is
+tests/test_gpu_shapes.py's and tests/test_gpu_sixteen_bit_shapes.py's (every step, odd shapes)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import schedules
+from schedules.config import ConfigError, MatvecConfig
+from schedules.step24_matvec import shared_bytes, vector_of
+from steps.commands import bench, cli
+from steps.measure import nvcc
+
+from .checks import config_error
+
+STEP24 = schedules.get_step(24)
+
+
+def source(M, N, K, dtype="fp32", cfg=None) -> str:
+    return schedules.cuda_source(schedules.build(STEP24, M, N, K, arch="sm_90", config=cfg, dtype=dtype))
+
+
+def kernel_body(src: str) -> str:
+    return src[src.rindex("__launch_bounds__("):]
+
+
+def test_what_the_step_is():
+    assert STEP24.precision == "fp32" and not STEP24.tensor_cores and STEP24.arch is None
+    assert STEP24.dtypes == ("fp32", "fp16", "bf16") and cli.prior_step(STEP24).number == 11
+    # A candidate of the fp32 dispatch rows beside steps 11, 14 and 19, and of every 16-bit one.
+    assert STEP24 in bench.default_steps("sm_90") and STEP24 in bench.sixteen_bit_steps("bf16", "sm_80")
+    assert bench.final_fp32_step().number == 11
+
+
+@pytest.mark.parametrize("cfg, message", [
+    (MatvecConfig(lanes_n=3), "lanes_n must be 1, 2, 4, 8, 16 or 32 threads"),
+    (MatvecConfig(lanes_n=4, lanes_k=9), "lanes_n x lanes_k must be whole warps"),
+    (MatvecConfig(lanes_n=32, lanes_k=64), "lanes_n x lanes_k must be whole warps, 32 to 1024 threads"),
+    (MatvecConfig(unroll=3), "unroll must be 1, 2, 4, 8 or 16 rows"),
+    (MatvecConfig(unroll=0), "unroll must be a positive integer"),
+])
+def test_bad_configs_are_one_line(cfg, message):
+    msg = config_error(lambda: cfg.validate(1, 4096, 4096))
+    assert msg.startswith(message) and "\n" not in msg
+
+
+def test_partial_sums_that_overflow_shared_memory_are_refused_before_building():
+    cfg = MatvecConfig(lanes_n=16, lanes_k=64)  # 32 warps x 16 rows x 128 bf16 columns x 4 bytes
+    assert shared_bytes(16, 4096, cfg, "bf16") == 32 * 16 * 128 * 4
+    msg = config_error(lambda: schedules.build(STEP24, 16, 4096, 4096, config=cfg, dtype="bf16"))
+    assert "step 24's partial sums need 262144 bytes of shared memory" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("M, cfg", [(1, (4, 64, 8)), (4, (4, 64, 8)), (5, (8, 32, 4)), (16, (8, 32, 4)), (512, (8, 32, 4))])
+def test_default_config(M, cfg):
+    for dtype in ("fp32", "bf16"):
+        got = STEP24.default_config(M, 4096, 4096, dtype)
+        assert (got.lanes_n, got.lanes_k, got.unroll) == cfg and got.threads == 256
+
+
+@pytest.mark.parametrize("dtype, load, width", [("fp32", "float4", 4), ("bf16", "uint4", 8), ("fp16", "uint4", 8)])
+def test_b_streams_in_16_byte_loads_eight_rows_at_a_time(dtype, load, width):
+    src = kernel_body(source(1, 4096, 4096, dtype))
+    assert vector_of(4096, dtype) == width
+    loads = re.findall(rf"\*\({load}\*\)\(b_ptr \+ \d+\) = \*\({load}\*\)\(B_ptr", src)
+    assert len(loads) == 8  # unroll 8: all issued before the FMAs that use them
+    assert src.index(loads[-1]) < src.index("acc_ptr[0] = (acc_ptr[0] +")
+    # 64 k lanes of 4 column lanes: a warp is 8 k lanes, added by 3 xor shuffles (4, 8, 16).
+    assert src.count("__shfl_xor_sync") == 3 * width
+    assert "mma" not in src and "wmma" not in src  # CUDA cores: fp32 products, fp32 sums
+    # C rounded once, in the dtype, from the warps' sums.
+    assert ("(nv_bfloat16)" in src) == (dtype == "bf16") and ("(half)" in src) == (dtype == "fp16")
+
+
+def test_shapes_no_vector_divides_use_guarded_scalar_loads():
+    assert vector_of(1001, "fp32") == 1 and vector_of(1004, "fp32") == 4 and vector_of(1004, "bf16") == 1
+    src = kernel_body(source(3, 1001, 777))
+    assert "float4" not in src and "uint4" not in src
+    assert "< 777)" in src and "< 1001)" in src  # k and n guarded: no read past B, no write past C
+
+
+def test_m_above_16_runs_in_chunks_of_16_rows():
+    src = kernel_body(source(40, 512, 512))
+    # Three chunks of 16 rows (blockIdx.y); the last one's rows of A clamped to row 39 (M - 1).
+    assert "blockIdx.y" in src and re.search(r"min\(\(+\(\(int\)blockIdx\.y\) \* 16\) \+ \d+\)+, 39\)", src)
+    assert "blockIdx.y" not in kernel_body(source(16, 512, 512))
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+@pytest.mark.parametrize("M, N, K, dtype", [(1, 4096, 4096, "fp32"), (16, 4096, 4096, "fp32"), (16, 4096, 4096, "bf16"),
+                                            (3, 1001, 777, "fp16"), (512, 512, 512, "fp32")])
+def test_ptxas_no_spills(M, N, K, dtype):
+    report = nvcc.compile_report(source(M, N, K, dtype), "sm_90")
+    assert report.ok, report.log[-2000:]
+    assert report.spills == 0 and report.stack_bytes == 0, report.log[-2000:]
+
+
+def test_config_error_is_the_public_one():
+    assert issubclass(ConfigError, ValueError)

@@ -1,0 +1,116 @@
+"""Step 23 (issue 49) without a GPU: split-K on the persistent wgmma grid. The rule that picks
+its tile and parts, how K divides, what its two kernels hold, that one part is step 20's kernel
+exactly, its config's one-line errors. ptxas (no spills, no stack frame) is tests/test_hopper.py's,
+which runs every Hopper rung; correctness on the GPU is tests/test_gpu_shapes.py's and
+tests/test_gpu_sixteen_bit_shapes.py's."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+import tvm
+
+import schedules
+from schedules.config import HOPPER_SMS, WgmmaPersistentConfig, WgmmaSplitKConfig
+from schedules.step23_split_k_wgmma import MIN_SLICES, parts
+from schedules.transforms import wgmma
+from steps.commands import cli
+
+from .checks import config_error
+
+STEP20, STEP23 = schedules.get_step(20), schedules.get_step(23)
+
+
+def source(M, N, K, dtype="fp32", cfg=None) -> str:
+    return schedules.cuda_source(schedules.build(STEP23, M, N, K, arch="sm_90a", config=cfg, dtype=dtype))
+
+
+def kernels(src: str) -> list[tuple[str, str, str]]:
+    return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
+
+
+def test_prior_and_config():
+    assert cli.prior_step(STEP23).number == 20 and STEP23.precision == "tf32"
+    assert STEP23.dtypes == ("fp32", "fp16", "bf16") and issubclass(WgmmaSplitKConfig, WgmmaPersistentConfig)
+    for bad in (0, 257, True, 2.0):
+        msg = config_error(lambda: WgmmaSplitKConfig(split_k=bad).validate(512, 512, 512))
+        assert msg.startswith("split_k must be 1 to 256 parts of K") and "\n" not in msg
+
+
+@pytest.mark.parametrize("shape, dtype, tile, split", [
+    ((64, 64, 65536), "bf16", (64, 64), 128),   # one tile: 128 units of 8 slices
+    ((64, 64, 65536), "fp32", (64, 64), 128),
+    ((256, 256, 16384), "bf16", (128, 128), 32),
+    ((512, 512, 8192), "fp32", (128, 128), 8),
+    ((4096, 16, 4096), "bf16", (128, 64), 4),
+    ((384, 384, 12288), "bf16", (128, 128), 8),  # 9 tiles: 72 units (16 parts would pass 132)
+    ((64, 64, 512), "bf16", (64, 64), 2),       # 8 slices: parts of at least 4
+    ((33, 65, 129), "fp32", (64, 128), 1),      # 5 slices: no split
+])
+def test_the_rule_fills_the_sms_with_units(shape, dtype, tile, split):
+    cfg = STEP23.default_config(*shape, dtype)
+    assert (cfg.block_m, cfg.block_n, cfg.split_k) == (*tile, split)
+    tiles = -(-shape[0] // tile[0]) * -(-shape[1] // tile[1])
+    assert tiles * cfg.split_k <= HOPPER_SMS and cfg.ctas == tiles * cfg.split_k
+    per, n = parts(wgmma.plan(*shape, cfg, dtype), cfg.split_k)
+    assert n == cfg.split_k and (per >= MIN_SLICES or split == 1)
+    cfg.validate(*shape)
+
+
+@pytest.mark.parametrize("n", (2048, 4096))
+@pytest.mark.parametrize("dtype", ("fp32", "bf16"))
+def test_big_outputs_get_step_20s_kernel_byte_for_byte(n, dtype):
+    cfg = STEP23.default_config(n, n, n, dtype)
+    assert cfg.split_k == 1 and cfg.as_dict() == {**STEP20.default_config(n, n, n, dtype).as_dict(), "split_k": 1}
+    assert source(n, n, n, dtype) == schedules.cuda_source(schedules.build(STEP20, n, n, n, arch="sm_90a", dtype=dtype))
+    # And any config with one part is step 20's at that config, as IR.
+    small = WgmmaSplitKConfig(block_m=128, block_n=64, stages=8, ctas=64, split_k=1)
+    as20 = WgmmaPersistentConfig(**{k: v for k, v in small.as_dict().items() if k != "split_k"})
+    tvm.ir.assert_structural_equal(STEP23.schedule(1000, 700, 300, small).mod, STEP20.schedule(1000, 700, 300, as20).mod)
+
+
+@pytest.mark.parametrize("KT, split, expected", [(10, 4, (3, 4)), (10, 8, (2, 5)), (10, 1, (10, 1)), (3, 64, (1, 3)),
+                                                 (1024, 128, (8, 128))])
+def test_parts_are_equal_and_never_empty(KT, split, expected):
+    cfg = WgmmaSplitKConfig(block_m=64, block_n=64)
+    plan = wgmma.plan(64, 64, KT * 32, cfg)  # TF32: 32 k a slice
+    assert plan.KT == KT and parts(plan, split) == expected
+    per, n = expected
+    assert (n - 1) * per < KT <= n * per  # the last part holds at least one real slice
+
+
+@pytest.mark.parametrize("dtype, store", [("fp32", "C_ptr[((((int)blockIdx.x) * 256) + ((int)threadIdx.x))] = s_ptr[0];"),
+                                          ("bf16", "((nv_bfloat16)s_ptr[0])")])
+def test_two_kernels_a_workspace_and_one_rounding(dtype, store):
+    src = source(256, 256, 16384, dtype)
+    (gemm_threads, _, gemm_params), (sum_threads, _, sum_params) = kernels(src)
+    # The GEMM writes fp32 partial sums to W, never C; the second kernel reads W and writes C.
+    assert "W_ptr" in gemm_params and "C_ptr" not in gemm_params and gemm_params.count("CUtensorMap") == 2
+    assert "float* __restrict__ W_ptr" in gemm_params
+    assert "C_ptr" in sum_params and "W_ptr" in sum_params and "CUtensorMap" not in sum_params
+    assert (gemm_threads, sum_threads) == ("384", "256")
+    # C is rounded to its dtype once, after all 32 parts are added in fp32.
+    body = src[src.rindex("__launch_bounds__(256)"):]  # the second kernel's definition
+    assert store in body and body.count("W_ptr[") == 1  # one load in the loop over the parts
+    assert re.search(r"for \(int p = 0; p < 32; \+\+p\)", body)
+
+
+def test_k_beyond_the_last_slice_reads_zeros_from_tma():
+    """K = 1000 in bf16: 16 slices of 64, the last one 40 deep; split in parts of 4 (the rule:
+    64 x 64 x 4 units), the part's slice index goes into the TMA coordinate, which fills zeros
+    past K instead of reading A's next row."""
+    cfg = STEP23.default_config(64, 64, 1000, "bf16")
+    assert cfg.split_k == 4
+    src = source(64, 64, 1000, "bf16")
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in src
+    # A's tensor map is over K = 1000 (16-byte rows: 1000 halves is 2000 bytes), not a padded copy.
+    assert len(kernels(src)) == 2 and "A_pad" not in src
+
+
+def test_a_config_with_parts_changes_only_the_gemm_and_the_sum():
+    cfg = WgmmaSplitKConfig(block_m=128, block_n=128, stages=6, ctas=64, split_k=16)
+    src = source(256, 256, 16384, cfg=cfg)
+    assert re.search(r"for \(int p = 0; p < 16; \+\+p\)", src)
+    assert source(256, 256, 16384, cfg=replace(cfg, split_k=32)) != src
