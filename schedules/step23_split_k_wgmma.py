@@ -45,10 +45,10 @@ evidence/issue49_rows.txt): correct on all 43 shapes of bench/shapes.toml in TF3
 6.9e-4) after the storage fix below; TF32 64 x 64 x 65536 45.3 TFLOP/s (step 20: 0.46),
 256 x 256 x 16384 107.7 (7.35), 128 x 128 x 32768 50.1 (1.87), 512 x 512 x 8192 187.2 (28.7),
 4096 x 16 x 4096 17.5 (7.0), and 768^3 / 1024^3 77 / 144 against step 20's 48 / 92 (split in
-two): it is the TF32 dispatch rows' pick on the k-heavy, tall-skinny and short-wide shapes. That
+two; both readings flagged host-bound, so upper bounds on the kernel's time): it is the TF32 dispatch rows' pick on the k-heavy, tall-skinny and short-wide shapes. That
 run's baseline was cuBLAS strict fp32 (2.2-4.1x there), not cuBLAS TF32: the TF32 ratios are
 still to measure (``steps.bench`` now takes cuBLAS TF32 for a run of TF32 steps). In bf16, a run
-cut short by its call's limit: 0.55-0.91x cuBLAS bf16 on the k-heavy and short-wide shapes
+cut short by its call's limit: 0.45-0.91x cuBLAS bf16 on the k-heavy and short-wide shapes
 (256 x 256 x 16384 170 against 212 TFLOP/s, 512 x 512 x 8192 319 against 351, 64 x 64 x 65536
 48 against 63): issue 49's 0.9x is not met in 16-bit.
 

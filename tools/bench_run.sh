@@ -8,6 +8,8 @@
 #   CHECK=0 / BENCH=0 / SAVE=0 / AUDIT=0 / TESTS=0 bash tools/bench_run.sh    # skip a part (SAVE=0 still times)
 #   STEPS=10,11 bash tools/bench_run.sh     # time these steps (default: the dispatch rule's candidates)
 #   CHECK=0 BENCH=0 AUDIT=0 TESTS=0 TF32=1 bash tools/bench_run.sh   # only the dispatch table's TF32 rows
+#   CHECK=0 BENCH=0 AUDIT=0 TESTS=0 ROWS16=bf16 bash tools/bench_run.sh   # only the bf16 rows (or fp16):
+#                                           # ~5 min on 16 cores, a 10-minute call of its own per dtype
 # Each part has its own timeout, so the whole fits one 10-minute call on 16 cores (estimated:
 # check 3-5 min, timed run 1-3 min, tests 1-2 min). Everything it writes lands in results/,
 # README.md and logs/; with $OUT set (a lent machine), one tar of those goes to $OUT/bench.tar.
@@ -48,6 +50,12 @@ if [ "${TF32:-0}" = 1 ]; then  # the dispatch table's TF32 rows (steps 13, 18, 2
   timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps 13,18,20,22,23 --save-dispatch \
     > logs/bench-tf32.out 2> logs/bench-tf32.err
   echo "tf32 rows rc=$? $((SECONDS-t0))s"; tail -n 12 logs/bench-tf32.out; tail -n 3 logs/bench-tf32.err
+fi
+if [ -n "${ROWS16:-}" ]; then  # one 16-bit dtype's rows (the Hopper rungs, step 13, step 24), nothing else saved
+  t0=$SECONDS
+  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --dtype "$ROWS16" \
+    --steps 13,18,20,22,23,24 --fastest --save-dispatch > "logs/bench-$ROWS16.out" 2> "logs/bench-$ROWS16.err"
+  echo "$ROWS16 rows rc=$? $((SECONDS-t0))s"; tail -n 12 "logs/bench-$ROWS16.out"; tail -n 3 "logs/bench-$ROWS16.err"
 fi
 if [ "${TESTS:-1}" = 1 ]; then
   t0=$SECONDS
