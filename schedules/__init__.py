@@ -100,6 +100,13 @@ class Step:
         tf32), the dtype itself (fp16, bf16) for 16-bit inputs."""
         return self.precision if dtype == "fp32" else self.check_dtype(dtype)
 
+    def applies_to(self, M: int, N: int, K: int) -> bool:
+        """Whether the step is meant for this shape: every step builds for any shape, but a rung of
+        one kind of shape (step 24, M <= 16) says so with its module's ``applies``; the shape
+        benchmark times it only there and the dispatch rule picks it only there."""
+        applies = getattr(self.module, "applies", None)
+        return applies is None or applies(M, N, K)
+
     def runs_on(self, arch: str) -> bool:
         """Whether the step can be built for (and run on) `arch`."""
         return self.arch is None or arch in HOPPER_ARCHS
@@ -290,8 +297,8 @@ def fastest(M: int, N: int, K: int, precision: str = "fp32", arch: str = "sm_90"
     (schedules/dispatch.py: the rule, from the committed measurements of
     ``schedules/tuned/dispatch.json``; no GPU needed).
 
-    precision "fp32": the steps that give SGEMM's accuracy (1-11, 14, 19); "tf32": the TF32
-    steps (12, 13, 15-18, 20-22), checked to TF32's tolerance; "fp16" / "bf16": the steps with
+    precision "fp32": the steps that give SGEMM's accuracy (1-11, 14, 19, 24); "tf32": the TF32
+    steps (12, 13, 15-18, 20-23), checked to TF32's tolerance; "fp16" / "bf16": the steps with
     that 16-bit form (inputs and C in the dtype; the config is the step's 16-bit one). `gpu`: a table by slug or name (default:
     the first measured on `arch`'s family); `doc`: a table to read instead of the committed one.
     ConfigError, one line, on bad sizes, precision, arch or gpu."""

@@ -23,8 +23,11 @@ kernel time. ``fastest`` reads that table only (no GPU, no clock, no file but th
    portable rule: step 11 for fp32 (CUDA cores run everywhere, and split-K and its shape rule
    cover every shape), step 13 for tf32, fp16 and bf16 (mma.sync, sm_80 and up).
 
-The precisions: "fp32" (fp32 inputs, SGEMM's accuracy: steps 1-11, 14, 19), "tf32" (fp32 inputs
-rounded to TF32: 12, 13, 15-18, 20-22), and "fp16" / "bf16" (16-bit inputs, fp32 sums, C in the
+A rung meant for one kind of shape (step 24, the matrix-vector kernel: M <= 16;
+``Step.applies_to``) is picked only for a query of that kind, whatever the nearest row says.
+
+The precisions: "fp32" (fp32 inputs, SGEMM's accuracy: steps 1-11, 14, 19, 24), "tf32" (fp32 inputs
+rounded to TF32: 12, 13, 15-18, 20-23), and "fp16" / "bf16" (16-bit inputs, fp32 sums, C in the
 dtype: the steps with that dtype, ``Step.dtypes``). The 16-bit rows are what issue 49 measures
 next; until a table has them, the portable rule answers, and says so in ``why``. A model's
 matmuls (the dlight rule, the Relax pass) take fp32 and tf32 only (``MODEL_PRECISIONS``).
@@ -152,7 +155,9 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
         rows = [(tuple(r[:3]), r[3]) for r in measured["shapes"] if any(r[3][i] is not None for i in runnable)]
         if runnable and rows:
             at, times = min(rows, key=lambda r: (log_distance(r[0], shape), r[0]))
-            best = min((i for i in runnable if times[i] is not None), key=lambda i: times[i])
+            # A rung of one kind of shape (step 24: M <= 16) only where the query is of that kind.
+            fits = [i for i in runnable if times[i] is not None and by_number[measured["steps"][i]].applies_to(M, N, K)]
+            best = min(fits or [i for i in runnable if times[i] is not None], key=lambda i: times[i])
             step = by_number[measured["steps"][best]]
             where = f"{entry['gpu']}, {measured.get('date', entry['date'])[:10]}"
             among = ", ".join(str(measured["steps"][i]) for i in runnable)

@@ -60,7 +60,7 @@ DTYPES = ("fp32", "fp16", "bf16")
 PRIOR = 11  # the matrix-vector mode (k_threads) of step 11 is what this rung replaces
 Config = MatvecConfig
 PASS_CONFIG: dict = {}
-PIECES = ("vector_of", "default_config", "kernel")
+PIECES = ("applies", "vector_of", "default_config", "kernel")
 
 EXPECTED_REGRESSION = dict.fromkeys(
     (512, 1024, 2048, 4096, 8192),
@@ -70,6 +70,11 @@ EXPECTED_REGRESSION_BF16 = EXPECTED_REGRESSION_FP16 = EXPECTED_REGRESSION
 
 SHARED_LIMIT = 48 * 1024
 ROWS = 16  # the rung's M: a larger M is done 16 rows at a time (correct, and B read once per 16 rows)
+
+
+def applies(M: int, N: int, K: int) -> bool:
+    """The shapes this rung is for (Step.applies_to): M <= 16. It builds, and is right, for any M."""
+    return M <= ROWS
 
 
 def vector_of(N: int, dtype: str) -> int:

@@ -493,6 +493,23 @@ def test_save_dispatch_writes_the_table_alone_and_keeps_the_other_precision(tmp_
     assert (tmp_path / "fake-gpu-80gb" / "shapes.json").read_text() == shapes_json  # the benchmark untouched
 
 
+def test_a_run_of_tf32_steps_is_reported_against_cublas_tf32(tmp_path, fake_gpu, capsys):
+    fake_gpu()
+    args = bench.parser().parse_args(["--shapes", "512x512x512,1000x1500x700", "--results-dir", str(tmp_path),
+                                      "--dispatch-table", str(tmp_path / "dispatch.json")])
+    args.precision = bench.run_precision([schedules.get_step(12), schedules.get_step(13)], "fp32")
+    assert bench.baseline_key(args) == "cublas_tf32"
+    shape_set = shapeset.load(args.shape_set)
+    items = bench.chosen_items(args, shape_set)
+    chosen = [schedules.get_step(n) for n in (12, 13)]
+    configs = {(s.number, i.shape): s.default_config(*i.shape) for s in chosen for i in items}
+    assert bench.run(chosen, [references.CUBLAS_TF32], items, configs, "sm_90", args, shape_set, False) == 0
+    out = capsys.readouterr().out
+    assert "step 13 (tensor-core pipeline) against cuBLAS TF32" in out and "x cuBLAS" in out
+    args.precision = "fp32"
+    assert bench.baseline_key(args) == "cublas"
+
+
 def test_without_save_the_fastest_row_reads_the_committed_table(tmp_path, fake_gpu, capsys, monkeypatch):
     from schedules import dispatch
     fake_gpu()

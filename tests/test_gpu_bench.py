@@ -64,7 +64,10 @@ def test_save_writes_the_results_of_a_whole_set(tmp_path):
     # the default rows: the dispatch rule's candidates, its pick ("fastest") and cuBLAS, two shapes each
     keys = [i["key"] for i in doc["implementations"]]
     assert keys == [f"step{s.number}" for s in bench.default_steps(harness.gpu_arch())] + ["fastest", "cublas"]
-    assert doc["shape_set"]["complete"] and len(doc["results"]) == 2 * len(keys)
+    # (a rung of one kind of shape, step 24 for M <= 16, has no row at the others)
+    skipped = sum(not schedules.get_step(int(k[4:])).applies_to(*shape) for k in keys if k.startswith("step")
+                  for shape in ((64, 64, 64), (1, 256, 128)))
+    assert doc["shape_set"]["complete"] and len(doc["results"]) == 2 * len(keys) - skipped
     # a shape set of its own is not the published one: the dispatch table is left alone
     assert "dispatch table not written" in proc.stderr
     assert all(r["error"] is None and r["rel_err"] <= 1e-5 and r["gflops"] > 0 for r in doc["results"])

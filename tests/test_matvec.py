@@ -101,3 +101,28 @@ def test_ptxas_no_spills(M, N, K, dtype):
 
 def test_config_error_is_the_public_one():
     assert issubclass(ConfigError, ValueError)
+
+
+def test_a_rung_for_m_up_to_16_is_timed_and_picked_only_there(tmp_path, monkeypatch):
+    from schedules import dispatch
+    from steps.commands import bench as bench_cmd
+    from steps.results import shapeset
+
+    assert STEP24.applies_to(1, 4096, 4096) and STEP24.applies_to(16, 7, 3) and not STEP24.applies_to(17, 4096, 4096)
+    assert all(s.applies_to(4096, 4096, 4096) for s in schedules.STEPS if s.number != 24)
+    # The rule: a table where step 24 is fastest at 16 x 4096 x 4096 picks it there and at 8 rows,
+    # but not at 32 rows, the same nearest row: the fastest of the others.
+    doc = {"schema": dispatch.SCHEMA, "gpus": [{
+        "gpu": "Fake GPU 80GB", "slug": "fake-gpu-80gb", "arch": "sm_90", "date": "2026-11-27",
+        "precisions": {"fp32": {"steps": [11, 24], "shapes": [[16, 4096, 4096, [0.03, 0.02]]]}}}]}
+    pick = lambda M: schedules.fastest(M, 4096, 4096, doc=doc).step.number
+    assert (pick(16), pick(8), pick(32)) == (24, 24, 11)
+    # The benchmark: no job for step 24 at M > 16, and a note saying why.
+    args = bench_cmd.parser().parse_args(["--shapes", "1x4096x4096,64x64x65536"])
+    items = bench_cmd.chosen_items(args, shapeset.load(args.shape_set))
+    impls = bench_cmd.implementations([schedules.get_step(11), STEP24], [], None)
+    configs = {(s.number, i.shape): s.default_config(*i.shape) for s in (schedules.get_step(11), STEP24) for i in items}
+    jobs, notes = bench_cmd.jobs_for(impls, items, configs, "sm_90", args, None)
+    assert sorted((j[1], j[2]) for j in jobs) == [(11, (1, 4096, 4096)), (11, (64, 64, 64 * 1024)), (24, (1, 4096, 4096))]
+    assert notes == ["step 24 (matrix-vector (M <= 16)): no row at 1 shape (64x64x65536): "
+                     "not a shape it is for (its module's applies)"]

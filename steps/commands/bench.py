@@ -407,6 +407,10 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
             if impl.dispatch:  # timed in the second phase (fastest_jobs), once the table is known
                 continue
             if impl.step is not None:
+                if not impl.step.applies_to(*item.shape):  # a rung of one kind of shape (step 24: M <= 16)
+                    missing.setdefault((impl.label, "not a shape it is for (its module's applies)"), []).append(
+                        shapeset.shape_text(item.shape))
+                    continue
                 cfg = configs[(impl.step.number, item.shape)]
                 jobs.append(("step", impl.step.number, item.shape, cfg, arch, args.repeat, seed,
                              harness.tolerance(impl.step, dtype), timed, dtype))
@@ -599,11 +603,19 @@ def document(impls: list[Impl], items: list[Item], configs, measured: dict, env:
                        + ([{"name": shapeset.AD_HOC, "rationale": "shapes given with --shapes"}]
                           if shapeset.AD_HOC in used else []),
         },
-        "baseline": BASELINE if args.dtype == "fp32" else references.baseline(None, args.dtype).key,
+        "baseline": baseline_key(args),
         **({} if args.dtype == "fp32" else {"dtype": args.dtype}),
         "implementations": [impl.as_dict() for impl in impls],
         "results": rows,
     }
+
+
+def baseline_key(args) -> str:
+    """The reference every ratio is to: cuBLAS in the run's precision (strict fp32, TF32 for a run
+    of TF32 steps, or the 16-bit dtype)."""
+    if args.dtype != "fp32":
+        return references.baseline(None, args.dtype).key
+    return references.CUBLAS_TF32.key if getattr(args, "precision", "fp32") == "tf32" else BASELINE
 
 
 def _repo_path(path: Path) -> str:
