@@ -221,7 +221,7 @@ def kernel(M: int, N: int, K: int, cfg: WgmmaSplitKConfig, dtype: str = "fp32"):
     p = wgmma.plan(M, N, K, cfg, dtype)
     multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
     load = load_b_boxes(p)
-    per, split = parts(p, cfg.split_k)
+    split = parts(p, cfg.split_k)[1]
     if split == 1:  # step 20's kernel, exactly
         return wgmma.prim_func(p, persistent(p, produce_tiles(p, load), consume_tiles(p, multiply, store_registers(p))))
     units = p.tm * p.tn * split
