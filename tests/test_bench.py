@@ -202,7 +202,6 @@ def test_the_final_fp32_cuda_core_step():
     (["--workers", "0"], ["--workers"]),
     (["--arch", "sm_75"], ["unknown arch"]),
     (["--references", "nope"], ["unknown reference"]),
-    (["--dtype", "bf16", "--save"], ["--save writes the fp32 shape benchmark", "--save-dispatch"]),
     (["--dtype", "fp16", "--steps", "19", "--build-only"], ["step 19 has no fp16 form", "12, 13, 15"]),
     (["--dtype", "fp8"], ["--dtype"]),
     (["--save", "--class", "odd"], ["--save publishes the whole shape set"]),
@@ -774,6 +773,36 @@ def test_a_16_bit_run_checks_in_its_dtype_and_writes_its_rows_alone(tmp_path, fa
     pick = schedules.fastest(4096, 4096, 4096, precision="bf16", doc={"schema": dispatch.SCHEMA, "gpus": [entry]})
     assert pick.step.number in (13, 22) and "measured at this shape" in pick.why
     assert not (tmp_path / "fake-gpu-80gb" / "bf16").exists()  # no results document for 16-bit runs
+
+
+def test_a_16_bit_save_writes_its_benchmark_beside_fp32s_and_a_block_of_its_own(tmp_path, fake_gpu, shape_set):
+    """--dtype bf16 --save (issue 49): the benchmark of another precision goes to
+    results/<gpu>/bf16/, and docs/measured.md's shape block shows it after fp32's, against cuBLAS
+    bf16; the fp32 document is untouched."""
+    from schedules import dispatch
+    from steps.report import table
+    fake_gpu()
+    assert fake_run(tmp_path, ["--save"], with_fastest=True) == 0  # fp32: steps 9, 10
+    dispatch._load.cache_clear()
+    fp32_doc = (tmp_path / "fake-gpu-80gb" / "shapes.json").read_text()
+    args = bench.parser().parse_args(["--dtype", "bf16", "--save", "--results-dir", str(tmp_path),
+                                      "--dispatch-table", str(tmp_path / "dispatch.json")])
+    bench.check_options(args)  # no longer refused
+    items = bench.chosen_items(args, shape_set)
+    chosen = [schedules.get_step(n) for n in (13, 22)]
+    configs = {(s.number, i.shape): s.default_config(*i.shape, "bf16") for s in chosen for i in items}
+    assert bench.run(chosen, references.for_dtype([references.CUBLAS], "bf16"), items, configs, "sm_90", args,
+                     shape_set, True) == 0
+    dispatch._load.cache_clear()
+    doc = shapes.load(tmp_path / "fake-gpu-80gb" / "bf16")
+    assert shapes.precision_of(doc) == "bf16" and doc["baseline"] == "cublas_bf16"
+    assert (tmp_path / "fake-gpu-80gb" / "bf16" / "shapes.csv").exists()
+    assert (tmp_path / "fake-gpu-80gb" / "shapes.json").read_text() == fp32_doc
+    block = table.shapes_blocks(json.loads(fp32_doc), tmp_path / "fake-gpu-80gb")
+    fp32_at, bf16_at = block.index("against cuBLAS strict fp32"), block.index("against cuBLAS bf16 (fp32 compute)")
+    assert fp32_at < bf16_at and "step 22" in block[bf16_at:] and "step 22" not in block[:bf16_at]
+    entry = json.loads((tmp_path / "dispatch.json").read_text())["gpus"][0]
+    assert sorted(entry["precisions"]) == ["bf16", "fp32"]
 
 
 def test_16_bit_candidates_and_options():

@@ -129,7 +129,8 @@ def test_shape_block_falls_back_to_the_newest_gpu_that_has_one(tmp_path, monkeyp
 
     monkeypatch.setattr(shapes, "load", load)
     assert table.render_shapes(tmp_path) == "shapes of nvidia-h200"
-    assert seen == ["nvidia-h100-80gb-hbm3", "nvidia-h200"]  # newest first, stops at the first found
+    # newest first, stops at the first found; then that GPU's other precisions (none here)
+    assert seen == ["nvidia-h100-80gb-hbm3", "nvidia-h200", "tf32", "fp16", "bf16"]
     have.clear()
     assert "_No shape benchmark committed yet" in table.render_shapes(tmp_path)
 

@@ -17,7 +17,7 @@ set -uo pipefail
 if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh || exit 1; fi
 export PYTHONUNBUFFERED=1
 mkdir -p logs
-finish() { if [ -n "${OUT:-}" ]; then tar -cf "$OUT/bench.tar" results schedules/tuned README.md logs; fi; }
+finish() { if [ -n "${OUT:-}" ]; then tar -cf "$OUT/bench.tar" results schedules/tuned README.md docs/measured.md logs; fi; }
 trap finish EXIT
 nproc > logs/bench-nproc.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > logs/bench-nvidia-smi.csv
@@ -45,16 +45,16 @@ if [ "${AUDIT:-1}" = 1 ]; then
     --shapes "$AUDIT_SHAPES" > logs/bench-audit.out 2> logs/bench-audit.err
   echo "audit rc=$? $((SECONDS-t0))s"; tail -n 45 logs/bench-audit.out; tail -n 3 logs/bench-audit.err
 fi
-if [ "${TF32:-0}" = 1 ]; then  # the dispatch table's TF32 rows (steps 13, 18, 20, 22, 23), nothing else saved
+if [ "${TF32:-0}" = 1 ]; then  # the TF32 rows (steps 13, 18, 20, 22, 23) and results/<gpu>/tf32/
   t0=$SECONDS
-  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps 13,18,20,22,23 --save-dispatch \
+  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps 13,18,20,22,23 --fastest --save \
     > logs/bench-tf32.out 2> logs/bench-tf32.err
   echo "tf32 rows rc=$? $((SECONDS-t0))s"; tail -n 12 logs/bench-tf32.out; tail -n 3 logs/bench-tf32.err
 fi
-if [ -n "${ROWS16:-}" ]; then  # one 16-bit dtype's rows (the Hopper rungs, step 13, step 24), nothing else saved
+if [ -n "${ROWS16:-}" ]; then  # one 16-bit dtype's rows (the Hopper rungs, step 13, step 24) and results/<gpu>/<dtype>/
   t0=$SECONDS
   timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --dtype "$ROWS16" \
-    --steps 13,18,20,22,23,24 --fastest --save-dispatch > "logs/bench-$ROWS16.out" 2> "logs/bench-$ROWS16.err"
+    --steps 13,18,20,22,23,24 --fastest --save > "logs/bench-$ROWS16.out" 2> "logs/bench-$ROWS16.err"
   echo "$ROWS16 rows rc=$? $((SECONDS-t0))s"; tail -n 12 "logs/bench-$ROWS16.out"; tail -n 3 "logs/bench-$ROWS16.err"
 fi
 if [ "${TESTS:-1}" = 1 ]; then

@@ -37,9 +37,12 @@ shape, a step, a broken shapes file, no GPU) prints one line and exits 2.
 with that dtype's form that runs on the arch (``Step.dtypes``), the "fastest" row (the rule's
 pick for that precision) and cuBLAS in the dtype (fp32 compute), the ratio's baseline
 (``--references`` maps to that dtype's rows, as the ladder's does); each kernel is checked against
-the float64 product of its 16-bit inputs to the dtype's tolerance. ``--save-dispatch`` then writes
-this GPU's rows of that precision in the dispatch table, the others kept; ``--save`` (the fp32
-benchmark's results/<gpu>/shapes.json) is not offered with it.
+the float64 product of its 16-bit inputs to the dtype's tolerance. A run of TF32 steps alone
+(``--steps 13,18,20,22,23``) is likewise TF32's: cuBLAS TF32 its baseline, the TF32 pick its
+"fastest" row. ``--save-dispatch`` then writes this GPU's rows of that precision in the dispatch
+table, the others kept; ``--save`` also writes that precision's benchmark beside fp32's
+(results/<gpu>/tf32/, bf16/ or fp16/shapes.{json,csv,png}), a block of its own in
+docs/measured.md.
 """
 
 from __future__ import annotations
@@ -175,9 +178,6 @@ def check_options(args) -> None:
         raise options.UsageError("--list prints the shapes only; drop --steps")
     if args.fastest and (args.check_only or args.build_only or args.list):
         raise options.UsageError("--fastest is a timed row; drop --check-only, --build-only or --list")
-    if args.save and args.dtype != "fp32":
-        raise options.UsageError(f"--save writes the fp32 shape benchmark; with --dtype {args.dtype}, "
-                                 "--save-dispatch writes that precision's rows of the dispatch table")
 
 
 @dataclass(frozen=True)
@@ -733,7 +733,7 @@ def save(doc: dict, results_dir: Path) -> None:
     from ..report import plot, table
 
     shapes.validate(doc)
-    gpu_dir = Path(results_dir) / results.gpu_slug(doc["environment"]["gpu"])
+    gpu_dir = shapes.folder(Path(results_dir) / results.gpu_slug(doc["environment"]["gpu"]), shapes.precision_of(doc))
     results.write_json_atomic(gpu_dir / shapes.JSON_NAME, doc)
     print(f"saved {gpu_dir / shapes.JSON_NAME}")
     results.write_text_atomic(gpu_dir / shapes.CSV_NAME, shapes.shapes_csv(doc))

@@ -433,7 +433,7 @@ SHAPES_DPI = 80  # 1120 px wide: legible at the README's width, and a smaller fi
 
 def plot_shapes(doc: dict, path: Path) -> str:
     """Each step per shape of the set, grouped by class: TFLOPS (log scale, cuBLAS as a black
-    tick) above, the ratio to cuBLAS strict fp32 below (1.0 solid, the issue's 0.9 dashed).
+    tick) above, the ratio to cuBLAS in the run's precision below (1.0 solid, the issue's 0.9 dashed).
     Host-bound bars are cross-hatched and their ratios are not kernel-time ratios."""
 
     if not doc["method"].get("timed", True):
@@ -472,7 +472,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
                     zorder=3, label=base_label)
         bottom.axhline(1.0, color="black", linewidth=1.2)
         bottom.axhline(0.9, color="black", linewidth=1, linestyle="--", label="0.9× cuBLAS")
-        bottom.set_ylabel("× cuBLAS fp32 (log scale)")
+        bottom.set_ylabel(f"× cuBLAS {shapes.precision_of(doc)} (log scale)")
         ratios = [v for impl in steps for _, s in order if (v := shapes.ratio(doc, impl["key"], s, index)[0])]
         bottom.set_yscale("log")  # 0.5× and 2× the same distance from 1×
         bottom.set_ylim(min(ratios + [0.8]) / 1.25, max(ratios + [1.25]) * 1.25)

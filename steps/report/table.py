@@ -403,7 +403,18 @@ def render_shapes(results_dir: Path = results.RESULTS_DIR, base: Path | None = N
     slug, doc = _newest_with(results_dir, shapes.load)
     if doc is None:
         return "_No shape benchmark committed yet: run `python -m steps.bench --save` on a GPU._"
-    return shapes_summary(doc, Path(results_dir) / slug, base=base)
+    return shapes_blocks(doc, Path(results_dir) / slug, base)
+
+
+def shapes_blocks(doc: dict, gpu_dir: Path, base: Path | None = None) -> str:
+    """One GPU's shape benchmarks: fp32's (`doc`), then each other precision's it has (issue 49:
+    results/<gpu>/tf32/, fp16/, bf16/), one block each."""
+    blocks = [shapes_summary(doc, gpu_dir, base=base)]
+    for precision in shapes.OTHER_PRECISIONS:
+        other = shapes.load(shapes.folder(gpu_dir, precision))
+        if other is not None:
+            blocks.append(shapes_summary(other, shapes.folder(gpu_dir, precision), base=base))
+    return "\n\n".join(blocks)
 
 
 def render_special(results_dir: Path = results.RESULTS_DIR) -> str:
@@ -420,9 +431,18 @@ def plot_shape(size) -> str:
     return f"{M}³" if M == N == K else f"{M}×{N}×{K}"
 
 
+BASELINE_NAMES = {"fp32": "cuBLAS strict fp32", "tf32": "cuBLAS TF32", "fp16": "cuBLAS fp16 (fp32 compute)",
+                  "bf16": "cuBLAS bf16 (fp32 compute)"}
+
+
+def _baseline_name(doc: dict) -> str:
+    return BASELINE_NAMES[shapes.precision_of(doc)]
+
+
 def shapes_summary(doc: dict, gpu_dir: Path | None = None, relative_to: Path | None = None,
                    base: Path | None = None) -> str:
-    """Per class, each step's geometric-mean ratio to cuBLAS fp32 and its worst shape; the plot."""
+    """Per class, each step's geometric-mean ratio to cuBLAS in the document's precision and its
+    worst shape; the plot."""
 
     env, shape_set = doc["environment"], doc["shape_set"]
     steps = shapes.step_impls(doc)
@@ -434,7 +454,7 @@ def shapes_summary(doc: dict, gpu_dir: Path | None = None, relative_to: Path | N
         source = f"[`{shape_set['path']}`]({link})"
     head = (f"**{env['gpu']}**, measured {env['date'][:10]} (`python -m steps.bench`): "
             f"{'the' if shape_set.get('complete') else 'part of the'} {count} shapes of {source} in "
-            f"{len(shape_set['classes'])} classes, kernel time, each step against cuBLAS strict fp32 in the same "
+            f"{len(shape_set['classes'])} classes, kernel time, each step against {_baseline_name(doc)} in the same "
             "run: the geometric mean of the ratio per class, and the worst shape.")
     try:
         current = shapeset.load().sha256

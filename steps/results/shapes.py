@@ -59,6 +59,22 @@ def load(gpu_dir: Path) -> dict | None:
     return load_document(gpu_dir, JSON_NAME, validate)
 
 
+# A benchmark of another precision than fp32 lives in a folder of its own beside fp32's:
+# results/<gpu>/tf32/shapes.json (a run of TF32 steps), results/<gpu>/bf16/ and fp16/ (--dtype).
+OTHER_PRECISIONS = ("tf32", "fp16", "bf16")
+
+
+def precision_of(doc: dict) -> str:
+    """What a benchmark document measured: its dtype (fp16, bf16), tf32 where its baseline is
+    cuBLAS TF32 (a run of TF32 steps), else fp32."""
+    return doc.get("dtype") or ("tf32" if doc["baseline"] == "cublas_tf32" else "fp32")
+
+
+def folder(gpu_dir: Path, precision: str) -> Path:
+    """Where a benchmark of `precision` is saved for one GPU."""
+    return Path(gpu_dir) if precision == "fp32" else Path(gpu_dir) / precision
+
+
 # --- reading a document: ratios, geometric means, worst shapes -------------------------------------
 
 
