@@ -63,7 +63,8 @@ from tvm.script import tirx as T
 
 from .config import HOPPER_SMS, WgmmaSplitKConfig
 from .step18_register_a import c_col, c_row, load_b_boxes, multiply_register_a, multiply_transposed
-from .step20_persistent import accumulate_tile, blocks_for, consume_tiles, persistent, produce_tiles, store_registers
+from .step20_persistent import accumulate_tile, blocks_for, persistent
+from .step20_persistent import kernel as persistent_kernel
 from .transforms import wgmma
 from .transforms.wgmma import Plan, _ceil
 
@@ -219,12 +220,11 @@ def reduce_partials(plan: Plan, split: int):
 
 def kernel(M: int, N: int, K: int, cfg: WgmmaSplitKConfig, dtype: str = "fp32"):
     p = wgmma.plan(M, N, K, cfg, dtype)
-    multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
-    load = load_b_boxes(p)
     split = parts(p, cfg.split_k)[1]
-    if split == 1:  # step 20's kernel, exactly
-        return wgmma.prim_func(p, persistent(p, produce_tiles(p, load), consume_tiles(p, multiply, store_registers(p))))
+    if split == 1:  # one part: step 20's kernel, exactly
+        return persistent_kernel(M, N, K, cfg, dtype)
+    multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
     units = p.tm * p.tn * split
-    return wgmma.prim_func(p, persistent(p, produce_units(p, load, split), consume_units(p, multiply, split),
+    return wgmma.prim_func(p, persistent(p, produce_units(p, load_b_boxes(p), split), consume_units(p, multiply, split),
                                          blocks=min(units, cfg.ctas), out_rows=split * M),
                            partials=(split, reduce_partials(p, split)))
