@@ -28,9 +28,10 @@ A rung meant for one kind of shape (step 24, the matrix-vector kernel: M <= 16;
 
 The precisions: "fp32" (fp32 inputs, SGEMM's accuracy: steps 1-11, 14, 19, 24), "tf32" (fp32 inputs
 rounded to TF32: 12, 13, 15-18, 20-23), and "fp16" / "bf16" (16-bit inputs, fp32 sums, C in the
-dtype: the steps with that dtype, ``Step.dtypes``). The 16-bit rows are what issue 49 measures
-next; until a table has them, the portable rule answers, and says so in ``why``. A model's
-matmuls (the dlight rule, the Relax pass) take fp32 and tf32 only (``MODEL_PRECISIONS``).
+dtype: the steps with that dtype, ``Step.dtypes``). Where a table has no rows of a precision
+(fp16 on the H100 today), the portable rule answers, and says so in ``why``. The dlight rule takes
+a model's fp32 and tf32 matmuls (``MODEL_PRECISIONS``); the Relax pass those and, in a bf16 or
+fp16 model, its 16-bit ones (schedules/integration/relax_dispatch.py).
 
 The step's own config for the shape comes with it (``Step.default_config``: its tuned entry or
 its shape rule), so the kernel is the one the table's row measured wherever the shape was
@@ -51,7 +52,7 @@ TABLE_PATH = Path(__file__).resolve().parent / "tuned" / "dispatch.json"
 SCHEMA = "dispatch-1"
 SIXTEEN_BIT = ("fp16", "bf16")  # a precision that is also the inputs' dtype
 PRECISIONS = ("fp32", "tf32") + SIXTEEN_BIT
-MODEL_PRECISIONS = ("fp32", "tf32")  # what the dlight rule and the Relax pass take (fp32 models)
+MODEL_PRECISIONS = ("fp32", "tf32")  # what the dlight rule takes (fp32 models; the Relax pass: 16-bit too)
 # The portable rule, for an arch no table covers: the step per precision, and why.
 PORTABLE = {"fp32": 11, "tf32": 13, "fp16": 13, "bf16": 13}
 

@@ -52,6 +52,31 @@ cut short by its call's limit: 0.45-0.91x cuBLAS bf16 on the k-heavy and short-w
 (256 x 256 x 16384 170 against 212 TFLOP/s, 512 x 512 x 8192 319 against 351, 64 x 64 x 65536
 48 against 63): issue 49's 0.9x is not met in 16-bit.
 
+The 16-bit rule, refitted (H100, 2026-11-28; evidence/step23_calibration.txt): 196 configs at 18
+shapes in bf16 said the split costs more than it pays wherever tiles alone can fill the SMs.
+At 128 x 8192 x 1024 the TF32 rule's 128 x 128 tiles in 2 parts ran 12.9 us (0.47x cuBLAS) and
+128 x 64 tiles in one part 7.6 (0.80x); at 1024^3 11.8 against 7.1 (128 x 64, one part); at 1536^3
+and 3072^3, 192 x 128 tiles (96 and 384 of them, against 72 and 288 of 256 x 128: 0.55 and 2.2
+waves) 16.5 and 95.5 us against step 20's 21.4 and 111.3. So for fp16 and bf16 ``default_config``
+takes the least ``estimated_us``: waves of units, each its operands' loads and its math at its
+tile's rate (TILE_RATE), never faster than reading A and B once, plus the second kernel and the
+workspace's traffic where K is split. Its constants were fitted to that calibration: its pick is
+the fastest config measured at 13 of the 18 shapes and within 4-24% at the rest. TF32 keeps the
+rule above (its calibration is the H200's). The shape benchmark with it (H100, 2026-11-28, python
+-m steps.bench --dtype bf16 --steps 13,18,20,22,23,24 --fastest --save; † a reading the harness
+flags host-bound, an upper bound on the kernel's time): step 23 against cuBLAS bf16 at 1536^3
+0.70x (step 20 0.56x), 3072^3 0.82x (0.71x), 2048^3 and 4096^3 0.88x (step 20's kernel there),
+256 x 256 x 16384 0.94x†, 128 x 8192 x 1024 0.68x†, 8192 x 32 x 2048 and 4096 x 128 x 4096 0.64x,
+and 64 x 64 x 65536 0.71x†: below the calibration's 0.84x with 128 parts, because the fit picks
+64 parts there, a config the calibration had not timed (the estimate charges one wave of 64
+units the DRAM rate of all 132 SMs). One kernel read up to 10% apart within that run (the
+"fastest" row times the pick again: 4096^3 1.02x against step 22's 0.92x, the same kernel).
+TF32 against cuBLAS TF32 (the same day, the TF32 rule): 256 x 256 x 16384 1.14x, 512 x 512 x
+8192 1.65x, 64 x 64 x 65536 1.18x†, 4096^3 0.93x, 128 x 8192 x 1024 0.61x, 8192 x 128 x 1024 0.50x.
+The kernels that stay below cuBLAS run 5-15 us, where the second launch and the partial sums'
+round trip are a large share: an in-kernel reduction (stream-K's fix-up, or a cluster's parts
+summed through distributed shared memory) is the next idea for them.
+
 Run: python -m steps.step23
 """
 
@@ -94,10 +119,18 @@ def parts(plan: Plan, split: int) -> tuple[int, int]:
 
 
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaSplitKConfig:
-    """Step 20's kernel (256 x 128, split 1) where 128 x 128 tiles would fill half the SMs or
-    more; else a tile just covering a short side (64 or 128 each way), K split in two until the
-    units would pass the SMs or a part would be shorter than MIN_SLICES slices, and as many
-    stages as fit step 18's ring (the measurements that chose this rule: the docstring)."""
+    """fp16 and bf16: the tile and split whose estimated time (``estimated_us``) is least; step
+    20's own config where that is its tile with one part. TF32: step 20's kernel (256 x 128, split
+    1) where 128 x 128 tiles would fill half the SMs or more; else a tile just covering a short
+    side (64 or 128 each way), K split in two until the units would pass the SMs or a part would
+    be shorter than MIN_SLICES slices, and as many stages as fit step 18's ring (the measurements
+    that chose both rules: the docstring)."""
+    if dtype != "fp32":
+        bm, bn, split = min(_options(M, N, K), key=lambda o: estimated_us(M, N, K, *o))
+        big = WgmmaSplitKConfig()
+        if (bm, bn, split) == (big.block_m, big.block_n, 1):
+            return replace(big, ctas=blocks_for(_ceil(M, bm) * _ceil(N, bn)))
+        return _config(M, N, bm, bn, split)
     bm, bn = (64 if M <= 64 else SMALL_TILE), (64 if N <= 64 else SMALL_TILE)
     tiles = _ceil(M, bm) * _ceil(N, bn)
     if _ceil(M, SMALL_TILE) * _ceil(N, SMALL_TILE) >= HOPPER_SMS // 2:
@@ -107,8 +140,50 @@ def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaSplitKCo
     split = 1
     while tiles * split * 2 <= HOPPER_SMS and slices // (split * 2) >= MIN_SLICES:
         split *= 2
+    return _config(M, N, bm, bn, split)
+
+
+def _config(M: int, N: int, bm: int, bn: int, split: int) -> WgmmaSplitKConfig:
     return WgmmaSplitKConfig(block_m=bm, block_n=bn, stages=min(8, STAGE_BYTES // ((bm + bn) * 128)),
-                             split_k=split, ctas=min(HOPPER_SMS, tiles * split))
+                             split_k=split, ctas=min(HOPPER_SMS, _ceil(M, bm) * _ceil(N, bn) * split))
+
+
+# The 16-bit rule's estimate: tiles of block_m (wgmma's n here: 32 to 256) x block_n (64 or 128,
+# one or two consumer warpgroups). A tile's share of an SM's tensor rate (1.0 for 256 x 128) and
+# the rest were fitted to 196 configs timed at 18 shapes on the H100 (bf16, 2026-11-28,
+# results/nvidia-h100-80gb-hbm3/evidence/step23_calibration.txt): the fit's pick was the
+# fastest config at 13 of them and within 4-24% of it at the other 5.
+TILE_RATE = {(256, 128): 1.0, (192, 128): 0.8, (128, 128): 0.85, (256, 64): 0.8, (192, 64): 0.56,
+             (128, 64): 0.7, (64, 128): 0.48, (64, 64): 0.4, (32, 128): 0.22, (32, 64): 0.2}
+SM_TFLOPS = 7.5  # one SM's share of ~990 dense 16-bit TFLOP/s
+SM_LOAD_GBPS = 400.0  # the rate one SM's unit loads its operands at (from L2 mostly)
+DRAM_GBPS = 3000.0  # A and B read once at least
+UNIT_US = 0.5  # a unit's fixed cost: the ring's fill and drain, the store
+SUM_US = 0.5  # the second kernel's launch, beside its reads of the workspace
+
+
+def _options(M: int, N: int, K: int):
+    """Tiles no taller than M rounds up to (in 32s) nor wider than N (in 64s); parts of at least
+    four 64-deep slices while the units fit two waves."""
+    for bm in (256, 192, 128, 64, 32):
+        for bn in (128, 64):
+            if bm > max(32, _ceil(M, 32) * 32) or bn > max(64, _ceil(N, 64) * 64):
+                continue
+            tiles = _ceil(M, bm) * _ceil(N, bn)
+            split = 1
+            while split == 1 or (tiles * split <= 2 * HOPPER_SMS and _ceil(K, split) >= 4 * 64):
+                yield bm, bn, split
+                split *= 2
+
+
+def estimated_us(M: int, N: int, K: int, bm: int, bn: int, split: int) -> float:
+    """16-bit: waves of units, each loading its (bm + bn) x K / split operands and multiplying at
+    its tile's rate, plus a fixed cost; never less than reading A and B once; with parts, the
+    second kernel and the workspace's fp32 traffic (written, then read)."""
+    units, k = _ceil(M, bm) * _ceil(N, bn) * split, _ceil(K, split)
+    unit = k * (bm + bn) * 2 / (SM_LOAD_GBPS * 1e3) + 2 * bm * bn * k / (SM_TFLOPS * 1e6 * TILE_RATE[(bm, bn)]) + UNIT_US
+    t = max(_ceil(units, HOPPER_SMS) * unit, (M * K + K * N) * 2 / (DRAM_GBPS * 1e3))
+    return t + (SUM_US + 2 * split * M * N * 4 / (DRAM_GBPS * 1e3) if split > 1 else 0.0)
 
 
 def unit_loop(plan: Plan, split: int, bid):

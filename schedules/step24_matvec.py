@@ -38,10 +38,19 @@ both. A probe in one process (results/nvidia-h100-80gb-hbm3/evidence/issue49_row
 4096 fp32 27.2 us against cuBLAS's 24.5 (0.90x; step 11 27.9), 2.46 TB/s read, 95% of a
 device-to-device copy's 2.60 TB/s (read + written) measured in the same call; with 1024 threads
 (8 lanes x 128, unroll 4) 25.3 us, 0.97x. bf16 9.0 us against 9.0 (1.00x), and with 1024 threads
-(4 lanes x 256, unroll 4) 7.15 us, 1.25x. So 32 columns a block of 1024 threads is the better
-default in both dtypes; it is not the default yet because the committed fp32 rows measured this
-one (the next run of the shape benchmark should switch and re-measure). Issue 49's bar for fp32
-(>= 1.0x cuBLAS at 1 x 4096 x 4096) is not met: 0.90-0.97x.
+(4 lanes x 256, unroll 4) 7.15 us, 1.25x. So 32 columns a block of 1024 threads became the
+default (up to M = 4; fewer lanes where N gives fewer than 128 blocks). Measured with it (H100,
+2026-11-28, evidence/step23_calibration.txt, 8 configs a shape in one call): 1 x 4096 x 4096 fp32
+25.5 us against cuBLAS's 24.7 (0.97x; 8 x 128 x 8: 0.98x), B read at 2.64 TB/s, 112% of a
+device-to-device copy's 2.36 TB/s (read + written) in that call; bf16 7.4 us, 1.24x. 1 x 1024 x
+8192 fp32 1.51x, bf16 0.96x; 1 x 8192 x 1024 1.04x and 1.14x; 2 x 4096 x 4096 2.56x and 1.11x.
+Where it loses: 1 x 16384 x 512 (fp32 0.94x, bf16 0.79x: 8 or 16 lanes of 64 k lanes were 1.05x,
+1.08x: with K = 512 a 1024-thread block has half a turn a thread) and 8 x 8192 x 4096 bf16 (0.37x:
+cuBLAS's tensor cores, where each row of B feeds 8 rows of A). The shape benchmark (python -m
+steps.bench --save, fp32, the same day): 1 x 4096 x 4096 0.97x, 1 x 8192 x 1024 1.07x, every shape
+correct; the special values: every class within the fp32 contract (errors 1e-7 to 4e-7, below
+SGEMM's: each thread sums K / 128 products). Issue 49's bar for fp32 (>= 1.0x cuBLAS at 1 x 4096
+x 4096) is not met: 0.97x, within the 3% that separates the best configs measured.
 
 Run: python -m steps.step24
 """
@@ -69,6 +78,7 @@ EXPECTED_REGRESSION = dict.fromkeys(
 EXPECTED_REGRESSION_BF16 = EXPECTED_REGRESSION_FP16 = EXPECTED_REGRESSION
 
 SHARED_LIMIT = 48 * 1024
+MIN_BLOCKS = 128  # blocks the default keeps where N allows: one an SM, less 4 of the H100's 132
 ROWS = 16  # the rung's M: a larger M is done 16 rows at a time (correct, and B read once per 16 rows)
 
 
@@ -84,15 +94,17 @@ def vector_of(N: int, dtype: str) -> int:
 
 
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
-    """Four lanes to a 64-byte row segment, 64 k lanes (256 threads), 8 rows in flight a thread;
-    from M = 5 eight lanes (128 bytes) and 4 rows (the A loads and FMAs a row grow with M).
-    The fastest, or within 3% of it, of the 12 configs measured on an H200 at 1 x 4096 x 4096 and
-    1 x 8192 x 1024 in fp32, fp16 and bf16 and at 16 x 4096 x 4096 in fp32; on the H100, 1024
-    threads over 32 columns were 7% (fp32) and 25% (bf16) faster at 1 x 4096 x 4096 (the
-    docstring): the next default, once the shape benchmark re-measures it."""
+    """Up to M = 4: 1024 threads a block over 32 columns (8 lanes of 4 fp32, or 4 of 8 fp16 /
+    bf16), 4 rows in flight a thread; fewer lanes where N would give fewer than 128 blocks (at
+    least 2: a 32-byte sector a row). From M = 5: 8 lanes x 32 k lanes, 4 rows (the partial sums
+    in shared memory grow with M). The 1024-thread configs were the fastest on the H100 at
+    1 x 4096 x 4096 (7% in fp32, 25% in bf16 over 256 threads), the others on an H200 (the docstring)."""
     if M > 4:
         return MatvecConfig(lanes_n=8, lanes_k=32, unroll=4)
-    return MatvecConfig(lanes_n=4, lanes_k=64, unroll=8)
+    lanes = 8 if dtype == "fp32" else 4
+    while lanes > 2 and -(-N // (lanes * vector_of(N, dtype))) < MIN_BLOCKS:
+        lanes //= 2
+    return MatvecConfig(lanes_n=lanes, lanes_k=1024 // lanes, unroll=4)
 
 
 def shared_bytes(M: int, N: int, cfg: MatvecConfig, dtype: str) -> int:

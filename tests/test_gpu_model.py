@@ -35,3 +35,12 @@ def test_the_model_replayed_from_cuda_graphs_passes_its_check():
                "--seed", "5", "--cuda-graph")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "replayed from a CUDA graph" in proc.stdout and "FAILED" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_the_16_bit_model_runs_and_passes_its_check(dtype):
+    # the ladder's way with the table's 16-bit rows, dlight's, and torch eager in the dtype (where installed)
+    proc = run("--dtype", dtype, "--d", "256", "--tokens", "1", "512", "--rounds", "1", "--repeat", "3", "--seed", "6")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"d 256, {dtype}, nn frontend" in proc.stdout and "FAILED" not in proc.stdout + proc.stderr
+    assert "x dlight at >= 16 tokens" in proc.stdout

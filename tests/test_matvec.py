@@ -55,16 +55,28 @@ def test_partial_sums_that_overflow_shared_memory_are_refused_before_building():
     assert "step 24's partial sums need 262144 bytes of shared memory" in msg and "\n" not in msg
 
 
-@pytest.mark.parametrize("M, cfg", [(1, (4, 64, 8)), (4, (4, 64, 8)), (5, (8, 32, 4)), (16, (8, 32, 4)), (512, (8, 32, 4))])
-def test_default_config(M, cfg):
-    for dtype in ("fp32", "bf16"):
-        got = STEP24.default_config(M, 4096, 4096, dtype)
-        assert (got.lanes_n, got.lanes_k, got.unroll) == cfg and got.threads == 256
+@pytest.mark.parametrize("M, dtype, cfg", [(1, "fp32", (8, 128, 4)), (4, "fp32", (8, 128, 4)), (1, "bf16", (4, 256, 4)),
+                                           (4, "fp16", (4, 256, 4)), (5, "fp32", (8, 32, 4)), (16, "bf16", (8, 32, 4)),
+                                           (512, "fp32", (8, 32, 4))])
+def test_default_config_is_32_columns_of_1024_threads_up_to_m_4(M, dtype, cfg):
+    got = STEP24.default_config(M, 4096, 4096, dtype)
+    assert (got.lanes_n, got.lanes_k, got.unroll) == cfg and got.threads == (1024 if M <= 4 else 256)
+    if M <= 4:
+        assert got.lanes_n * vector_of(4096, dtype) == 32  # 32 columns a block: 128 blocks at N = 4096
+
+
+@pytest.mark.parametrize("N, dtype, lanes", [(2048, "fp32", 4), (1024, "fp32", 2), (512, "fp32", 2), (2048, "bf16", 2),
+                                              (1024, "bf16", 2), (8192, "bf16", 4), (4097, "fp32", 8)])
+def test_default_config_narrows_the_block_where_n_gives_few_blocks(N, dtype, lanes):
+    got = STEP24.default_config(1, N, 4096, dtype)
+    assert (got.lanes_n, got.threads) == (lanes, 1024)
+    blocks = -(-N // (got.lanes_n * vector_of(N, dtype)))
+    assert blocks >= 128 or got.lanes_n == 2  # never below a 32-byte sector a row
 
 
 @pytest.mark.parametrize("dtype, load, width", [("fp32", "float4", 4), ("bf16", "uint4", 8), ("fp16", "uint4", 8)])
 def test_b_streams_in_16_byte_loads_eight_rows_at_a_time(dtype, load, width):
-    src = kernel_body(source(1, 4096, 4096, dtype))
+    src = kernel_body(source(1, 4096, 4096, dtype, MatvecConfig(lanes_n=4, lanes_k=64, unroll=8)))
     assert vector_of(4096, dtype) == width
     loads = re.findall(rf"\*\({load}\*\)\(b_ptr \+ \d+\) = \*\({load}\*\)\(B_ptr", src)
     assert len(loads) == 8  # unroll 8: all issued before the FMAs that use them
@@ -78,7 +90,7 @@ def test_b_streams_in_16_byte_loads_eight_rows_at_a_time(dtype, load, width):
 
 def test_shapes_no_vector_divides_use_guarded_scalar_loads():
     assert vector_of(1001, "fp32") == 1 and vector_of(1004, "fp32") == 4 and vector_of(1004, "bf16") == 1
-    src = kernel_body(source(3, 1001, 777))
+    src = kernel_body(source(3, 1001, 777, cfg=MatvecConfig(lanes_n=4, lanes_k=64, unroll=8)))
     assert "float4" not in src and "uint4" not in src
     assert "< 777)" in src and "< 1001)" in src  # k and n guarded: no read past B, no write past C
 

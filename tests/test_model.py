@@ -160,8 +160,8 @@ def test_bad_arguments_are_one_line():
         relax_dispatch.DispatchMatmuls(arch="sm_75")
     with pytest.raises(ConfigError, match="precision"):
         relax_dispatch.DispatchMatmuls(precision="fp8")
-    with pytest.raises(ConfigError, match="a model's fp32 matmuls"):
-        relax_dispatch.DispatchMatmuls(precision="fp16")  # fastest() takes it; 16-bit models are issue 50's
+    with pytest.raises(ConfigError, match="fp16, bf16: its float16, bfloat16 ones"):
+        relax_dispatch.DispatchMatmuls(precision="int8")
 
 
 @pytest.mark.parametrize("args, words", [

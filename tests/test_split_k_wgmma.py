@@ -14,7 +14,7 @@ import tvm
 
 import schedules
 from schedules.config import HOPPER_SMS, WgmmaPersistentConfig, WgmmaSplitKConfig
-from schedules.step23_split_k_wgmma import MIN_SLICES, parts
+from schedules.step23_split_k_wgmma import MIN_SLICES, SUM_US, _options, estimated_us, parts
 from schedules.transforms import wgmma
 from steps.commands import cli
 
@@ -39,24 +39,50 @@ def test_prior_and_config():
         assert msg.startswith("split_k must be 1 to 256 parts of K") and "\n" not in msg
 
 
-@pytest.mark.parametrize("shape, dtype, tile, split", [
-    ((64, 64, 65536), "bf16", (64, 64), 128),   # one tile: 128 units of 8 slices
-    ((64, 64, 65536), "fp32", (64, 64), 128),
-    ((256, 256, 16384), "bf16", (128, 128), 32),
-    ((512, 512, 8192), "fp32", (128, 128), 8),
-    ((4096, 16, 4096), "bf16", (128, 64), 4),
-    ((384, 384, 12288), "bf16", (128, 128), 8),  # 9 tiles: 72 units (16 parts would pass 132)
-    ((64, 64, 512), "bf16", (64, 64), 2),       # 8 slices: parts of at least 4
-    ((33, 65, 129), "fp32", (64, 128), 1),      # 5 slices: no split
+@pytest.mark.parametrize("shape, tile, split", [
+    ((64, 64, 65536), (64, 64), 128),   # one tile: 128 units of 8 slices
+    ((512, 512, 8192), (128, 128), 8),
+    ((384, 384, 12288), (128, 128), 8),  # 9 tiles: 72 units (16 parts would pass 132)
+    ((33, 65, 129), (64, 128), 1),      # 5 slices: no split
 ])
-def test_the_rule_fills_the_sms_with_units(shape, dtype, tile, split):
-    cfg = STEP23.default_config(*shape, dtype)
+def test_the_tf32_rule_fills_the_sms_with_units(shape, tile, split):
+    cfg = STEP23.default_config(*shape, "fp32")
     assert (cfg.block_m, cfg.block_n, cfg.split_k) == (*tile, split)
     tiles = -(-shape[0] // tile[0]) * -(-shape[1] // tile[1])
     assert tiles * cfg.split_k <= HOPPER_SMS and cfg.ctas == tiles * cfg.split_k
-    per, n = parts(wgmma.plan(*shape, cfg, dtype), cfg.split_k)
+    per, n = parts(wgmma.plan(*shape, cfg), cfg.split_k)
     assert n == cfg.split_k and (per >= MIN_SLICES or split == 1)
     cfg.validate(*shape)
+
+
+# The 16-bit rule against the calibration it was fitted to (H100, bf16, 2026-11-28): the fastest
+# config measured at each of these shapes, and the one shape where the pick was 24% off it.
+@pytest.mark.parametrize("shape, pick", [
+    ((128, 8192, 1024), (128, 64, 1)),   # 128 tiles, no split (the TF32 rule: 128 x 128 in 2 parts, 0.59x as fast)
+    ((4096, 128, 4096), (64, 64, 1)),
+    ((1024, 1024, 1024), (128, 64, 1)),
+    ((1536, 1536, 1536), (192, 128, 1)),  # 96 tiles where 256 x 128 makes 72
+    ((3072, 3072, 3072), (192, 128, 1)),  # 384 tiles, 2.9 waves, where 256 x 128 makes 288, 2.2
+    ((256, 256, 16384), (128, 64, 16)),
+    ((64, 2048, 2048), (64, 64, 4)),      # measured fastest: 32 x 64 in one part, 1.3x faster
+])
+@pytest.mark.parametrize("dtype", ("bf16", "fp16"))
+def test_the_16_bit_rule_picks_the_least_estimated_time(shape, pick, dtype):
+    cfg = STEP23.default_config(*shape, dtype)
+    assert (cfg.block_m, cfg.block_n, cfg.split_k) == pick
+    tiles = -(-shape[0] // pick[0]) * -(-shape[1] // pick[1])
+    assert cfg.ctas == min(HOPPER_SMS, tiles * pick[2]) and cfg.stages == min(8, 196608 // ((pick[0] + pick[1]) * 128))
+    best = estimated_us(*shape, *pick)
+    for other in _options(*shape):
+        assert estimated_us(*shape, *other) >= best
+    cfg.validate(*shape)
+
+
+def test_the_16_bit_estimate_charges_the_workspace_and_never_beats_reading_the_operands():
+    one, two = estimated_us(64, 2048, 2048, 64, 64, 1), estimated_us(64, 2048, 2048, 64, 64, 2)
+    # 32 tiles: two parts halve each unit's work, and pay the second kernel and 2 x 2 x 64 x 2048 fp32 words.
+    assert two - SUM_US - 2 * 2 * 64 * 2048 * 4 / 3e6 < one / 2 + 0.5 < one
+    assert estimated_us(1, 4096, 4096, 32, 64, 1) >= 4096 * 4096 * 2 / 3e6  # B's 32 MB at 3 TB/s
 
 
 @pytest.mark.parametrize("n", (2048, 4096))
@@ -84,7 +110,8 @@ def test_parts_are_equal_and_never_empty(KT, split, expected):
 @pytest.mark.parametrize("dtype, store", [("fp32", "C_ptr[((((int)blockIdx.x) * 256) + ((int)threadIdx.x))] = s_ptr[0];"),
                                           ("bf16", "((nv_bfloat16)s_ptr[0])")])
 def test_two_kernels_a_workspace_and_one_rounding(dtype, store):
-    src = source(256, 256, 16384, dtype)
+    cfg = WgmmaSplitKConfig(block_m=128, block_n=128, stages=6, ctas=128, split_k=32)  # TF32's rule here
+    src = source(256, 256, 16384, dtype, cfg)
     (gemm_threads, _, gemm_params), (sum_threads, _, sum_params) = kernels(src)
     # The GEMM writes fp32 partial sums to W, never C; the second kernel reads W and writes C.
     assert "W_ptr" in gemm_params and "C_ptr" not in gemm_params and gemm_params.count("CUtensorMap") == 2
@@ -98,11 +125,11 @@ def test_two_kernels_a_workspace_and_one_rounding(dtype, store):
 
 
 def test_k_beyond_the_last_slice_reads_zeros_from_tma():
-    """K = 1000 in bf16: 16 slices of 64, the last one 40 deep; split in parts of 4 (the rule:
-    64 x 64 x 4 units), the part's slice index goes into the TMA coordinate, which fills zeros
-    past K instead of reading A's next row."""
+    """K = 1000 in bf16: 16 slices of 64, the last one 40 deep; split in parts of 8 (the rule:
+    32 x 64 tiles, 2 parts), the part's slice index goes into the TMA coordinate, which fills
+    zeros past K instead of reading A's next row."""
     cfg = STEP23.default_config(64, 64, 1000, "bf16")
-    assert cfg.split_k == 4
+    assert (cfg.block_m, cfg.block_n, cfg.split_k) == (32, 64, 2)
     src = source(64, 64, 1000, "bf16")
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in src
     # A's tensor map is over K = 1000 (16-byte rows: 1000 halves is 2000 bytes), not a padded copy.

@@ -8,8 +8,8 @@
 #   CHECK=0 / BENCH=0 / SAVE=0 / AUDIT=0 / TESTS=0 bash tools/bench_run.sh    # skip a part (SAVE=0 still times)
 #   STEPS=10,11 bash tools/bench_run.sh     # time these steps (default: the dispatch rule's candidates)
 #   CHECK=0 BENCH=0 AUDIT=0 TESTS=0 TF32=1 bash tools/bench_run.sh   # only the dispatch table's TF32 rows
-#   CHECK=0 BENCH=0 AUDIT=0 TESTS=0 ROWS16=bf16 bash tools/bench_run.sh   # only the bf16 rows (or fp16):
-#                                           # ~5 min on 16 cores, a 10-minute call of its own per dtype
+#   CHECK=0 BENCH=0 TESTS=0 ROWS16=bf16 bash tools/bench_run.sh   # the bf16 rows (or fp16), then the audit in bf16:
+#                                           # ~5 + 3 min on 16 cores, a 10-minute call of its own per dtype
 # Each part has its own timeout, so the whole fits one 10-minute call on 16 cores (estimated:
 # check 3-5 min, timed run 1-3 min, tests 1-2 min). Everything it writes lands in results/,
 # README.md and logs/; with $OUT set (a lent machine), one tar of those goes to $OUT/bench.tar.
@@ -39,12 +39,6 @@ AUDIT_SHAPES=640x640x640,1280x1280x1280,2560x2560x2560,3584x3584x3584,3072x48x30
 48x3072x3072,96x6144x2048,8x8192x4096,192x192x24576,320x320x10240,96x96x49152,6144x6144x32,3072x3072x96,\
 16384x2048x128,1777x1333x911,3001x2999x1499,769x1543x2049,129x4097x515,7x300x5003,1x2048x2048,1x16384x512,\
 2048x1x2048,1x1024x8192,3000x3000x1,12345x1x777,2x4096x4096
-if [ "${AUDIT:-1}" = 1 ]; then
-  t0=$SECONDS
-  timeout $(( 590 - SECONDS > 60 ? 590 - SECONDS : 60 )) python3 -m steps.bench $steps --fastest --seed 8 \
-    --shapes "$AUDIT_SHAPES" > logs/bench-audit.out 2> logs/bench-audit.err
-  echo "audit rc=$? $((SECONDS-t0))s"; tail -n 45 logs/bench-audit.out; tail -n 3 logs/bench-audit.err
-fi
 if [ "${TF32:-0}" = 1 ]; then  # the TF32 rows (steps 13, 18, 20, 22, 23) and results/<gpu>/tf32/
   t0=$SECONDS
   timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps 13,18,20,22,23 --fastest --save \
@@ -56,6 +50,16 @@ if [ -n "${ROWS16:-}" ]; then  # one 16-bit dtype's rows (the Hopper rungs, step
   timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --dtype "$ROWS16" \
     --steps 13,18,20,22,23,24 --fastest --save > "logs/bench-$ROWS16.out" 2> "logs/bench-$ROWS16.err"
   echo "$ROWS16 rows rc=$? $((SECONDS-t0))s"; tail -n 12 "logs/bench-$ROWS16.out"; tail -n 3 "logs/bench-$ROWS16.err"
+fi
+# The audit runs after the rows it judges: the precision's own steps where TF32=1 or ROWS16 is given.
+if [ -n "${ROWS16:-}" ]; then audit_args="--dtype $ROWS16 --steps 13,18,20,22,23,24"; audit_log=bench-audit-$ROWS16
+elif [ "${TF32:-0}" = 1 ]; then audit_args="--steps 13,18,20,22,23"; audit_log=bench-audit-tf32
+else audit_args="$steps"; audit_log=bench-audit; fi
+if [ "${AUDIT:-1}" = 1 ]; then
+  t0=$SECONDS
+  timeout $(( 590 - SECONDS > 60 ? 590 - SECONDS : 60 )) python3 -m steps.bench $audit_args --fastest --seed 8 \
+    --shapes "$AUDIT_SHAPES" > "logs/$audit_log.out" 2> "logs/$audit_log.err"
+  echo "audit rc=$? $((SECONDS-t0))s"; tail -n 45 "logs/$audit_log.out"; tail -n 3 "logs/$audit_log.err"
 fi
 if [ "${TESTS:-1}" = 1 ]; then
   t0=$SECONDS

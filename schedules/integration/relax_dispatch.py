@@ -1,4 +1,4 @@
-"""The dispatch rule inside a TVM model: a Relax pass that gives each fp32 matmul the ladder's kernel.
+"""The dispatch rule inside a TVM model: a Relax pass that gives each matmul the ladder's kernel.
 
     import schedules.integration.relax_dispatch as ladder
     mod = ladder.DispatchMatmuls(arch="sm_90a")(mod)          # before LegalizeOps
@@ -11,7 +11,9 @@
         ex = tvm.compile(mod, target=schedules.target("sm_90a"), relax_pipeline=relax_pipeline)
 
 A model reaches the ladder at the Relax level, before its operators become TensorIR: each
-``R.matmul(x, w)`` whose operands are float32 with static shapes, x of shape [..., M', K] and w a
+``R.matmul(x, w)`` whose operands are float32 (the pass's precision "fp32" or "tf32") or, with
+precision "fp16" / "bf16", float16 / bfloat16 with a product of the same dtype (fp32 sums, as
+``schedules.fastest(..., precision=)`` measures them), with static shapes, x of shape [..., M', K] and w a
 2-D [K, N] (a weight, as ``nn.Linear`` gives after its transpose: lift that transpose out of the
 forward pass with ``relax.transform.LiftTransformParams``, as every TVM deployment does) becomes
 
@@ -32,7 +34,10 @@ functions. That excludes step 14 (its fp32 fallback is a lowering pass) and step
 serial K reaches 8192 (schedules/lowering/long_k.py); among the rest ``fastest`` picks from the committed
 measurements as always. The Hopper rungs (15-22) need the module built for sm_90a; for another
 arch they are not candidates. A matmul nothing can take (a batched weight, a dynamic shape,
-another dtype, a shape with no allowed step) is left as it was, for dlight.
+another dtype, a 16-bit product asked for in float32, a shape with no allowed step) is left as it
+was, for dlight. In 16-bit every pick is placed here, the mma.sync step 13 too: the dlight rule
+(and with it the fused epilogue) is fp32's so far (issue 50), so a 16-bit product's bias and
+activation run as dlight's fused elementwise kernel after it.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from .. import STEPS, ConfigError, dispatch, get_step
+from .. import STEPS, ConfigError, device_passes, dispatch, get_step
 from . import ladder_rule
 
 # What the ladder's kernels need of the PassContext (cp.async, buffers kept apart): the rule's,
@@ -54,10 +59,15 @@ OPAQUE = 8  # relax's OpPatternKind kOpaque: FuseOps fuses nothing into a call o
 _MATMUL = tvm.ir.Op.get("relax.matmul")
 
 
-def static_shape(expr) -> tuple[int, ...] | None:
-    """expr's shape where its struct info is a float32 tensor of known static shape."""
+# The tensors' dtype each precision takes (fp32 and tf32: fp32 inputs; fp16 and bf16 their own).
+TENSOR_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+PRECISIONS = tuple(TENSOR_DTYPE)
+
+
+def static_shape(expr, dtype: str = "float32") -> tuple[int, ...] | None:
+    """expr's shape where its struct info is a `dtype` tensor of known static shape."""
     ty = getattr(expr, "ty", None)
-    if not isinstance(ty, relax.TensorType) or ty.dtype != "float32" or ty.shape is None:
+    if not isinstance(ty, relax.TensorType) or ty.dtype != dtype or ty.shape is None:
         return None
     try:
         return tuple(int(d) for d in ty.shape.values)
@@ -65,9 +75,14 @@ def static_shape(expr) -> tuple[int, ...] | None:
         return None
 
 
-def in_model(step, M: int, N: int, K: int) -> bool:
-    """Whether `step`'s kernel at M x N x K builds inside a model (Step.builds_in_model)."""
-    return step.builds_in_model(M, N, K)
+def in_model(step, M: int, N: int, K: int, precision: str = "fp32") -> bool:
+    """Whether `step`'s kernel at M x N x K builds inside a model (Step.builds_in_model; in
+    16-bit, its 16-bit config's: a step without that dtype is not a candidate anyway)."""
+    if precision not in dispatch.SIXTEEN_BIT:
+        return step.builds_in_model(M, N, K)
+    if precision not in step.dtypes:
+        return False
+    return not device_passes(step, step.default_config(M, N, K, precision), K)
 
 
 def kernel(M: int, N: int, K: int, precision: str, arch: str, gpu: str | None = None):
@@ -75,9 +90,10 @@ def kernel(M: int, N: int, K: int, precision: str, arch: str, gpu: str | None = 
     ConfigError if no step is allowed."""
     hopper_ok = arch == "sm_90a"
     choice = dispatch.choose(M, N, K, precision, "sm_90" if arch == "sm_90a" else arch, STEPS, gpu,
-                             allow=lambda s: in_model(s, M, N, K) and (s.arch is None or hopper_ok))
-    sch = choice.step.schedule(M, N, K, choice.config)
-    name = f"ladder_step{choice.step.number}_{M}x{N}x{K}"
+                             allow=lambda s: in_model(s, M, N, K, precision) and (s.arch is None or hopper_ok))
+    dtype = precision if precision in dispatch.SIXTEEN_BIT else "fp32"
+    sch = choice.step.schedule(M, N, K, choice.config, dtype=dtype)
+    name = f"ladder_step{choice.step.number}_{M}x{N}x{K}" + ("" if dtype == "fp32" else f"_{dtype}")
     func = sch.mod["main"].with_attrs({"global_symbol": name, "tirx.is_scheduled": True, "op_pattern": OPAQUE,
                                        "ladder.step": choice.step.number})
     return choice, func, name
@@ -96,22 +112,25 @@ class _Dispatcher(PyExprMutator):
         if call.op != _MATMUL:
             return call
         x, w = call.args
-        xs, ws = static_shape(x), static_shape(w)
+        dtype = TENSOR_DTYPE[self.precision]
+        xs, ws = static_shape(x, dtype), static_shape(w, dtype)
         if xs is None or ws is None or len(xs) < 2 or len(ws) != 2 or xs[-1] != ws[0]:
             return call
+        if call.attrs.out_dtype is not None and str(call.attrs.out_dtype) not in ("", "void", dtype):
+            return call  # a product asked for in another dtype (e.g. bf16 operands, float32 out)
         M, K, N = math.prod(xs[:-1]), xs[-1], ws[1]
         if (M, N, K) not in self.kernels:
             try:
                 choice, func, name = kernel(M, N, K, self.precision, self.arch, self.gpu)
             except ConfigError:  # no allowed step for it: dlight's
                 return call
-            if self.kernels_only and choice.step.schedules_a_block:
+            if self.kernels_only and choice.step.schedules_a_block and self.precision not in dispatch.SIXTEEN_BIT:
                 return call  # the dlight rule's (schedules/integration/ladder_rule.py), which fuses its epilogue
             self.kernels[(M, N, K)] = self.builder_.add_func(func, name)
             self.chosen.append(((M, N, K), choice.step.number))
         gv = self.kernels[(M, N, K)]
         x2 = x if len(xs) == 2 else self.builder_.emit(relax.op.reshape(x, (M, K)))
-        out = relax.call_tir(gv, [x2, w], relax.TensorType((M, N), "float32"))
+        out = relax.call_tir(gv, [x2, w], relax.TensorType((M, N), dtype))
         if len(xs) == 2:
             return out
         return relax.op.reshape(self.builder_.emit(out), (*xs[:-1], N))
@@ -128,9 +147,9 @@ class DispatchMatmuls:
 
         if arch not in VALID_ARCHS:
             raise ConfigError(f"unknown arch {arch!r}; valid: {', '.join(VALID_ARCHS)}")
-        if precision not in dispatch.MODEL_PRECISIONS:  # 16-bit models: issue 50
-            raise ConfigError(f"precision must be one of {', '.join(dispatch.MODEL_PRECISIONS)} (a model's fp32 "
-                              f"matmuls), got {precision!r}")
+        if precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)} (fp32 and tf32: a model's "
+                              f"float32 matmuls; fp16, bf16: its float16, bfloat16 ones), got {precision!r}")
         self.arch, self.precision, self.gpu, self.kernels_only = arch, precision, gpu, kernels_only
         self.chosen: list = []
 
@@ -155,7 +174,8 @@ def pipeline(arch: str = "sm_90a", precision: str = "fp32", gpu: str | None = No
 
     target = tvm.target.Target({"kind": "cuda", "arch": arch})
     dispatch_pass = DispatchMatmuls(arch, precision, gpu, kernels_only=True)
-    rule = ladder_rule.LadderMatmul(precision, gpu)
+    # The dlight rule takes float32 blocks only: in a 16-bit model it declines every block.
+    rule = ladder_rule.LadderMatmul(precision if precision in dispatch.MODEL_PRECISIONS else "fp32", gpu)
     legalize = [tvm.relax.transform.LegalizeOps(), tvm.relax.transform.AnnotateTIROpPattern(),
                 tvm.relax.transform.FoldConstant(), tvm.relax.transform.FuseOps(), tvm.relax.transform.FuseTIR(),
                 dl.ApplyDefaultSchedule(rule, dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
@@ -177,4 +197,4 @@ def steps_used(mod) -> dict[str, int]:
             if isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "ladder.step" in f.attrs}
 
 
-__all__ = ["DispatchMatmuls", "PASS_CONFIG", "kernel", "pipeline", "steps_used", "in_model", "get_step"]
+__all__ = ["DispatchMatmuls", "PASS_CONFIG", "PRECISIONS", "kernel", "pipeline", "steps_used", "in_model", "get_step"]

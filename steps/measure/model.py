@@ -1,6 +1,7 @@
 """A real model through TVM three ways: with the ladder's kernels, with dlight's defaults, and PyTorch eager.
 
-The model is a transformer block's linear layers, fp32, random weights (no download):
+The model is a transformer block's linear layers, fp32 (or, with `dtype`, fp16 / bf16: weights,
+input and every tensor of the block in that dtype), random weights (no download):
 
     q, k, v = split(qkv(x))           qkv:  Linear(d, 3d)
     h = x + o(q * k + v)              o:    Linear(d, d)
@@ -29,26 +30,30 @@ import math
 
 import numpy as np
 
+from . import dtypes
+
 LAYERS = (("qkv", 3, 1), ("o", 1, 1), ("up", 4, 1), ("down", 1, 4))  # (name, out / d, in / d)
 
 
-def weights(d: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """nn.Linear's layout and initialisation: W [out, in] and b [out], uniform in +-1/sqrt(in)."""
+def weights(d: int, seed: int = 0, dtype: str = "fp32") -> dict[str, np.ndarray]:
+    """nn.Linear's layout and initialisation: W [out, in] and b [out], uniform in +-1/sqrt(in),
+    drawn in fp32 and rounded to `dtype` (held as dtypes.py's host storage: bf16 as bit patterns)."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, o, i in LAYERS:
         bound = 1 / math.sqrt(i * d)
-        out[f"{name}.weight"] = rng.uniform(-bound, bound, (o * d, i * d)).astype(np.float32)
-        out[f"{name}.bias"] = rng.uniform(-bound, bound, (o * d,)).astype(np.float32)
+        out[f"{name}.weight"] = dtypes.from_float32(rng.uniform(-bound, bound, (o * d, i * d)).astype(np.float32), dtype)
+        out[f"{name}.bias"] = dtypes.from_float32(rng.uniform(-bound, bound, (o * d,)).astype(np.float32), dtype)
     return out
 
 
-def reference(x: np.ndarray, w: dict[str, np.ndarray]) -> np.ndarray:
-    """The block in float64 (numpy): what every way is checked against."""
+def reference(x: np.ndarray, w: dict[str, np.ndarray], dtype: str = "fp32") -> np.ndarray:
+    """The block in float64 (numpy) on the very `dtype` values of x and w: what every way is
+    checked against."""
     from math import sqrt
 
     def linear(v, name):
-        return v @ w[f"{name}.weight"].astype(np.float64).T + w[f"{name}.bias"].astype(np.float64)
+        return v @ dtypes.to_float64(w[f"{name}.weight"], dtype).T + dtypes.to_float64(w[f"{name}.bias"], dtype)
 
     def gelu(v):
         try:
@@ -57,33 +62,38 @@ def reference(x: np.ndarray, w: dict[str, np.ndarray]) -> np.ndarray:
             erf = np.vectorize(math.erf, otypes=[np.float64])
         return 0.5 * v * (1 + erf(v / sqrt(2)))
 
-    x = x.astype(np.float64)
+    x = dtypes.to_float64(x, dtype)
     q, k, v = np.split(linear(x, "qkv"), 3, axis=-1)
     h = x + linear(q * k + v, "o")
     return h + linear(gelu(linear(h, "up")), "down")
 
 
-def relax_block(d: int, tokens: int, w: dict[str, np.ndarray] | None = None):
-    """The block in Relax's nn frontend: (IRModule, its entry function's name, the weights of
-    `w` in the order it takes them after its input; [] without `w`)."""
+def relax_block(d: int, tokens: int, w: dict[str, np.ndarray] | None = None, dtype: str = "fp32"):
+    """The block in Relax's nn frontend, its tensors in `dtype`: (IRModule, its entry function's
+    name, the weights of `w` in the order it takes them after its input; [] without `w`)."""
     from tvm.relax.frontend import nn
+
+    dt = dtypes.tvm_dtype(dtype)
 
     class Block(nn.Module):
         def __init__(self):
-            self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.qkv, self.o = nn.Linear(d, 3 * d, dtype=dt), nn.Linear(d, d, dtype=dt)
+            self.up, self.down = nn.Linear(d, 4 * d, dtype=dt), nn.Linear(4 * d, d, dtype=dt)
 
         def forward(self, x):
             q, k, v = nn.op.split(self.qkv(x), 3, axis=-1)
             h = x + self.o(q * k + v)
             return h + self.down(nn.op.gelu(self.up(h)))
 
-    mod, params = Block().export_tvm(spec={"forward": {"x": nn.spec.Tensor((1, tokens, d), "float32")}})
+    mod, params = Block().export_tvm(spec={"forward": {"x": nn.spec.Tensor((1, tokens, d), dt)}})
     return mod, "forward", [w[name] for name, _ in params] if w is not None else []
 
 
-def torch_block(d: int, w: dict[str, np.ndarray]):
-    """The same block as a torch.nn.Module, fp32, with the weights of `w` (torch needed)."""
+TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def torch_block(d: int, w: dict[str, np.ndarray], dtype: str = "fp32"):
+    """The same block as a torch.nn.Module in `dtype`, with the weights of `w` (torch needed)."""
     import torch
 
     class Block(torch.nn.Module):
@@ -97,10 +107,10 @@ def torch_block(d: int, w: dict[str, np.ndarray]):
             h = x + self.o(q * k + v)
             return h + self.down(torch.nn.functional.gelu(self.up(h)))
 
-    block = Block()
+    block = Block().to(getattr(torch, TORCH_DTYPES[dtype]))
     with torch.no_grad():
-        for name, value in w.items():
-            block.get_parameter(name).copy_(torch.from_numpy(value))
+        for name, value in w.items():  # exact: every value is one of the dtype's
+            block.get_parameter(name).copy_(torch.from_numpy(dtypes.to_float64(value, dtype)))
     return block.eval()
 
 
@@ -126,10 +136,11 @@ def torch_relax_block(d: int, tokens: int, w: dict[str, np.ndarray]):
 CUDA_GRAPH = {"relax.backend.use_cuda_graph": True}
 
 
-def compile_block(mod, way: str, arch: str, cuda_graph: bool = False):
+def compile_block(mod, way: str, arch: str, cuda_graph: bool = False, precision: str = "fp32"):
     """mod compiled the `way` asked: "ladder" (schedules.integration.relax_dispatch.pipeline: the Hopper
     kernels placed at the Relax level, the dlight rule LadderMatmul for the rest, epilogues
-    fused) or "dlight" (TVM's default CUDA pipeline); with `cuda_graph`, its kernels replayed
+    fused; `precision`: the dispatch table's, fp32 or a 16-bit block's dtype, whose every pick is
+    placed at the Relax level) or "dlight" (TVM's default CUDA pipeline); with `cuda_graph`, its kernels replayed
     from a CUDA graph (CUDA_GRAPH). Returns (executable, [(M, N, K), step] per distinct matmul
     the ladder took)."""
     import tvm
@@ -143,7 +154,7 @@ def compile_block(mod, way: str, arch: str, cuda_graph: bool = False):
     if way == "dlight":
         with tvm.transform.PassContext(opt_level=3, config=graph):
             return tvm.compile(mod, target=schedules.target(arch)), []
-    relax_pipeline, dispatch, rule = relax_dispatch.pipeline(arch)
+    relax_pipeline, dispatch, rule = relax_dispatch.pipeline(arch, precision)
     with tvm.transform.PassContext(opt_level=3, config={**relax_dispatch.PASS_CONFIG, **graph}):
         ex = tvm.compile(mod, target=schedules.target(arch), relax_pipeline=relax_pipeline)
     chosen = list(dispatch.chosen) + [(mnk, step) for mnk, step, _ in rule.chosen]

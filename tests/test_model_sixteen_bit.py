@@ -1,0 +1,156 @@
+"""A 16-bit model through the ladder without a GPU (issue 50): the block in bf16 and fp16, the
+Relax pass in 16-bit (what it rewrites, what it leaves to dlight, that the module builds for
+sm_90a with the ladder's 16-bit kernels in it), python -m steps.model --dtype's bounds, bars
+and files. On a GPU: tests/test_gpu_model.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+import schedules
+from schedules.integration import relax_dispatch
+from steps.commands import model as command
+from steps.measure import dtypes
+from steps.measure import model as block
+
+from . import checks
+from .checks import one_line_error
+
+SHAPES = [(1024, 3072, 1024), (1024, 1024, 1024), (1024, 4096, 1024), (1024, 1024, 4096)]
+
+
+def _lifted(dtype, d=1024, tokens=1024):
+    return relax.transform.LiftTransformParams()(block.relax_block(d, tokens, dtype=dtype)[0])
+
+
+@pytest.mark.parametrize("dtype, tvm_dtype", [("bf16", "bfloat16"), ("fp16", "float16")])
+def test_the_block_is_built_in_the_dtype_and_its_reference_reads_the_dtypes_values(dtype, tvm_dtype):
+    d, tokens = 64, 4
+    w = block.weights(d, 1, dtype)
+    assert all(v.dtype == dtypes.STORAGE[dtype] for v in w.values())
+    mod, entry, params = block.relax_block(d, tokens, w, dtype)
+    assert f'"{tvm_dtype}"' in mod[entry].script() and '"float32"' not in mod[entry].script()
+    x = dtypes.from_float32(np.random.default_rng(3).uniform(-1, 1, (1, tokens, d)).astype(np.float32), dtype)
+    ref = block.reference(x, w, dtype)
+    as64 = {k: dtypes.to_float64(v, dtype) for k, v in w.items()}
+    assert np.array_equal(ref, block.reference(dtypes.to_float64(x, dtype), as64))  # the same float64 block
+    # and rounding to the dtype moved the weights: the fp32 draw and the 16-bit ones differ
+    assert not np.array_equal(as64["qkv.weight"], block.weights(d, 1)["qkv.weight"].astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_every_16_bit_matmul_the_ladder_can_build_gets_its_16_bit_kernel(dtype):
+    dispatch = relax_dispatch.DispatchMatmuls(arch="sm_90a", precision=dtype)
+    mod = dispatch(_lifted(dtype))
+    used = relax_dispatch.steps_used(mod)
+    assert dispatch.chosen and set(mnk for mnk, _ in dispatch.chosen) <= set(SHAPES)
+    for (M, N, K), step in dispatch.chosen:
+        expected = schedules.dispatch.choose(M, N, K, dtype, "sm_90", schedules.STEPS,
+                                             allow=lambda s: relax_dispatch.in_model(s, M, N, K, dtype))
+        assert step == expected.step.number and dtype in schedules.get_step(step).dtypes
+        signature = next(line for line in mod[f"ladder_step{step}_{M}x{N}x{K}_{dtype}"].script().splitlines()
+                         if line.startswith("def "))
+        tensor = relax_dispatch.TENSOR_DTYPE[dtype]
+        assert signature.count(f'"{tensor}")') == 3 and "float32" not in signature  # A, B and C in the dtype
+        assert used[f"ladder_step{step}_{M}x{N}x{K}_{dtype}"] == step
+    # What is not rewritten is a matmul no allowed step builds in a model: it stays for dlight.
+    text = mod["forward"].script()
+    assert text.count("R.call_tir(ladder_step") == len(dispatch.chosen)
+    assert text.count("R.matmul") == len(SHAPES) - len(dispatch.chosen)
+
+
+def test_the_bf16_table_places_its_hopper_picks_in_the_model():
+    if "bf16" not in (schedules.dispatch.gpu_entry("sm_90") or {}).get("precisions", {}):
+        pytest.skip("no bf16 rows committed")
+    dispatch = relax_dispatch.DispatchMatmuls(arch="sm_90a", precision="bf16")
+    dispatch(_lifted("bf16"))
+    assert sorted(mnk for mnk, _ in dispatch.chosen) == sorted(SHAPES)  # all four: the Hopper rungs build anywhere
+    assert any(schedules.get_step(step).arch == "sm_90a" for _, step in dispatch.chosen)
+
+
+def _one_matmul(x_dtype, w_dtype, out_dtype=None):
+    x = relax.Var("x", relax.TensorType((128, 256), x_dtype))
+    w = relax.Var("w", relax.TensorType((256, 512), w_dtype))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        y = bb.emit(relax.op.matmul(x, w, out_dtype=out_dtype) if out_dtype else relax.op.matmul(x, w))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+@pytest.mark.parametrize("precision, mod", [
+    ("bf16", _one_matmul("bfloat16", "bfloat16", "float32")),  # a 16-bit product asked for in fp32
+    ("bf16", _one_matmul("float32", "float32")),               # fp32 operands in a bf16 pass
+    ("bf16", _one_matmul("float16", "float16")),               # the other 16-bit dtype
+    ("fp32", _one_matmul("bfloat16", "bfloat16")),             # bf16 operands in an fp32 pass
+])
+def test_what_the_16_bit_pass_cannot_take_is_left_for_dlight(precision, mod):
+    dispatch = relax_dispatch.DispatchMatmuls(arch="sm_90a", precision=precision)
+    out = dispatch(mod)
+    assert dispatch.chosen == [] and "R.matmul" in out["main"].script()
+
+
+def test_a_bf16_matmul_of_the_same_dtype_is_taken():
+    dispatch = relax_dispatch.DispatchMatmuls(arch="sm_90a", precision="bf16")
+    out = dispatch(_one_matmul("bfloat16", "bfloat16"))
+    assert [mnk for mnk, _ in dispatch.chosen] == [(128, 512, 256)] and "R.matmul" not in out["main"].script()
+
+
+def test_the_pipeline_builds_a_bf16_block_for_sm_90a():
+    ex, chosen = block.compile_block(block.relax_block(256, 128, dtype="bf16")[0], "ladder", "sm_90a",
+                                     precision="bf16")
+    assert sorted(mnk for mnk, _ in chosen) == sorted([(128, 768, 256), (128, 256, 256), (128, 1024, 256),
+                                                       (128, 256, 1024)])
+    kernels = {name: src for name, src in checks.cuda_kernels(_source(ex)).items() if name.startswith("ladder_step")}
+    assert len({name.split("_kernel")[0] for name in kernels}) == 4
+    assert all("nv_bfloat16" in src for src in kernels.values())
+    # The bias, GELU and residual adds are dlight's elementwise kernels after each product (in bf16).
+    gelu = [name for name, src in checks.cuda_kernels(_source(ex)).items() if "erf" in src]
+    assert len(gelu) == 1 and gelu[0].startswith("fused_") and "gelu" in gelu[0]
+
+
+def _source(ex) -> str:
+    def modules(m):
+        yield m
+        for i in m.imports:
+            yield from modules(i)
+    return next(m.inspect_source() for m in modules(ex.mod) if "__global__" in m.inspect_source())
+
+
+def test_16_bit_runs_save_in_the_dtypes_folder():
+    assert command.saved_names(False, "bf16") == ("bf16/model.json", "bf16/model.txt", "bf16/model.png")
+    assert command.saved_names(True, "fp16") == ("fp16/model_cuda_graph.json", "fp16/model_cuda_graph.txt",
+                                                 "fp16/model_cuda_graph.png")
+
+
+def _row(tokens, ladder, dlight, torch=None, errs=(1e-3, 1e-3, 1e-3)):
+    row = {"tokens": tokens, "ladder": {"median_ms": ladder, "rel_err": errs[0]},
+           "dlight": {"median_ms": dlight, "rel_err": errs[1]}, "vs_dlight": dlight / ladder}
+    if torch is not None:
+        row["torch"] = {"median_ms": torch, "rel_err": errs[2]}
+        row["vs_torch"] = torch / ladder
+    return row
+
+
+def test_16_bit_errors_are_held_to_twice_torchs_and_the_dtypes_bound():
+    assert command.error_bound("fp32", _row(1, 1, 1, 1)) == command.TOLERANCE
+    assert command.error_bound("bf16", _row(1, 1, 1, 1, errs=(0, 0, 4e-3))) == pytest.approx(8e-3)
+    assert command.error_bound("bf16", _row(1, 1, 1, 1, errs=(0, 0, 0.5))) == command.TOLERANCE_16["bf16"]
+    assert command.error_bound("fp16", _row(1, 1, 1)) == command.TOLERANCE_16["fp16"]
+
+
+def test_the_16_bit_verdict_states_issue_50s_bars():
+    doc = {"dtype": "bf16", "rows": [_row(1, 1.0, 2.0, 0.9), _row(16, 1.0, 6.0, 3.0), _row(1024, 1.0, 40.0, 1.1)]}
+    text = command.verdict(doc)
+    assert "x dlight at >= 16 tokens at least 6.00 (bar 5)" in text
+    assert "x torch at 1 and >= 1024 tokens at least 0.90 (bar 1)" in text  # the 1-token row counts
+    assert "the ladder's largest error 1.0e-03 (bound 2.0e-03, twice torch's or 0.03)" in text
+    assert "the peers' largest: torch 1.0e-03, dlight 1.0e-03 (bound 0.03)" in text
+
+
+def test_16_bit_with_the_torch_frontend_is_one_line(capsys):
+    assert command.main(["--dtype", "bf16", "--frontend", "torch", "--tokens", "16"]) == 2
+    one_line_error(capsys.readouterr().err, "steps.model", "--frontend torch")
