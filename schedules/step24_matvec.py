@@ -6,9 +6,10 @@ is B's bytes over the bandwidth. So stream B with the widest loads and keep enou
 flight to cover the memory's latency: a thread owns one 16-byte vector of B's columns (4 fp32,
 8 fp16 or bf16) and walks its own range of K, `unroll` rows a turn whose loads are issued
 together; lanes_n threads side by side cover a row segment (lanes_n x 16 bytes, whole 32-byte
-sectors), lanes_k of them split K; one block per lanes_n x 16 bytes of columns, 256 threads,
-so 4096 fp32 columns make 128 blocks of 256 threads with 4 loads each in flight (16 KB an SM;
-at 3 TB/s and ~1 us the GPU needs ~3 MB in flight, ~23 KB an SM: unroll 8 or lanes_n 4 there).
+sectors), lanes_k of them split K; one block per lanes_n x 16 bytes of columns (at first 256
+threads: 4096 fp32 columns made 128 blocks with 4 loads each in flight, 16 KB an SM, where at
+3 TB/s and ~1 us the GPU needs ~3 MB in flight, ~23 KB an SM; the default is now 1024 threads
+over 32 columns, 64 KB in flight an SM: the measurements below).
 A's M rows are read as scalars (M loads per row of B, L1 hits). Each thread's M x vector fp32
 sums are added across its warp's k lanes with shuffles, then across the warps through shared
 memory, and rounded to C's dtype once. Every sum is an fp32 sum of fp32 products (the 16-bit
