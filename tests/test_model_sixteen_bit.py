@@ -154,3 +154,11 @@ def test_the_16_bit_verdict_states_issue_50s_bars():
 def test_16_bit_with_the_torch_frontend_is_one_line(capsys):
     assert command.main(["--dtype", "bf16", "--frontend", "torch", "--tokens", "16"]) == 2
     one_line_error(capsys.readouterr().err, "steps.model", "--frontend torch")
+
+
+def test_a_bf16_block_builds_replayed_from_a_cuda_graph_both_ways():
+    mod = block.relax_block(256, 1, dtype="bf16")[0]
+    for way in ("dlight", "ladder"):
+        graph, chosen = block.compile_block(mod, way, "sm_90a", cuda_graph=True, precision="bf16")
+        assert "vm.builtin.cuda_graph.run_or_capture" in graph.as_text()
+        assert (way == "dlight") == (chosen == [])
