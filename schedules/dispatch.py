@@ -28,10 +28,11 @@ A rung meant for one kind of shape (step 24, the matrix-vector kernel: M <= 16;
 
 The precisions: "fp32" (fp32 inputs, SGEMM's accuracy: steps 1-11, 14, 19, 24), "tf32" (fp32 inputs
 rounded to TF32: 12, 13, 15-18, 20-23), and "fp16" / "bf16" (16-bit inputs, fp32 sums, C in the
-dtype: the steps with that dtype, ``Step.dtypes``). Where a table has no rows of a precision
-(fp16 on the H100 today), the portable rule answers, and says so in ``why``. The dlight rule takes
-a model's fp32 and tf32 matmuls (``MODEL_PRECISIONS``); the Relax pass those and, in a bf16 or
-fp16 model, its 16-bit ones (schedules/integration/relax_dispatch.py).
+dtype: the steps with that dtype, ``Step.dtypes``). Where a table has no rows of a precision,
+the portable rule answers, and says so in ``why``; but fp16 and bf16 stand in for each other,
+the same kernels at the same tensor-core rate (fp16 on the H100 today reads bf16's rows, and
+says so). The dlight rule takes a model's fp32 and tf32 matmuls (``MODEL_PRECISIONS``); the
+Relax pass those and, in a bf16 or fp16 model, its 16-bit ones (schedules/integration/relax_dispatch.py).
 
 The step's own config for the shape comes with it (``Step.default_config``: its tuned entry or
 its shape rule), so the kernel is the one the table's row measured wherever the shape was
@@ -149,7 +150,14 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
     by_number = {s.number: s for s in steps if allow is None or allow(s)}
     shape = (M, N, K)
     entry = gpu_entry(arch, gpu, doc)
-    measured = (entry or {}).get("precisions", {}).get(precision)
+    tables = (entry or {}).get("precisions", {})
+    measured, borrowed = tables.get(precision), None
+    if not measured and precision in SIXTEEN_BIT:
+        # fp16 and bf16 run the same kernels at the same tensor-core rate (steps 13-22 at 512-8192
+        # within 0-7% of each other on the H100, results/<gpu>/fp16, bf16): the other 16-bit
+        # dtype's rows beat the portable rule's step 13, a third to a half as fast at 2048-8192.
+        borrowed = next(d for d in SIXTEEN_BIT if d != precision)
+        measured = tables.get(borrowed)
     if measured:
         runnable = [i for i, n in enumerate(measured["steps"])
                     if n in by_number and by_number[n].runs_on(arch) and computes(by_number[n], precision)]
@@ -161,10 +169,12 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
             best = min(fits or [i for i in runnable if times[i] is not None], key=lambda i: times[i])
             step = by_number[measured["steps"][best]]
             where = f"{entry['gpu']}, {measured.get('date', entry['date'])[:10]}"
+            if borrowed:
+                where += f"; {borrowed}'s rows: no {precision} measurements, the same kernels in the other 16-bit dtype"
             among = ", ".join(str(measured["steps"][i]) for i in runnable)
             if at == shape:
                 why = f"fastest of steps {among} measured at this shape ({where})"
-                return Choice(step, config_for(step, M, N, K, precision), why, times[best])
+                return Choice(step, config_for(step, M, N, K, precision), why, None if borrowed else times[best])
             why = f"fastest of steps {among} at the nearest measured shape {'x'.join(map(str, at))} ({where})"
             return Choice(step, config_for(step, M, N, K, precision), why)
     if PORTABLE[precision] not in by_number:

@@ -90,6 +90,20 @@ def test_16_bit_precisions_pick_among_the_steps_with_that_dtype():
         assert {"fp16": "half", "bf16": "nv_bfloat16"}[dtype] in schedules.cuda_source(lib)
 
 
+def test_a_16_bit_dtype_without_rows_reads_the_other_ones():
+    """fp16 with bf16 rows only (the H100 today): bf16's pick, built in fp16, and `why` says whose
+    rows; no time of this kernel is claimed. Where neither has rows, the portable rule."""
+    doc = table([((4096, 4096, 4096), (0.40, 0.19)), ((512, 512, 512), (0.01, 0.03))], steps=(13, 22), precision="bf16")
+    pick = schedules.fastest(4096, 4096, 4096, precision="fp16", doc=doc)
+    assert pick.step.number == 22 and pick.config == pick.step.default_config(4096, 4096, 4096, "fp16")
+    assert "bf16's rows: no fp16 measurements" in pick.why and pick.measured_ms is None
+    assert schedules.fastest(512, 512, 512, precision="fp16", doc=doc).step.number == 13
+    own = schedules.fastest(4096, 4096, 4096, precision="bf16", doc=doc)
+    assert own.measured_ms == 0.19 and "rows:" not in own.why
+    assert schedules.fastest(4096, 4096, 4096, precision="tf32", doc=doc).step.number == 13  # 32-bit: never
+    assert "portable rule" in schedules.fastest(4096, 4096, 4096, precision="fp16", doc=table(ROWS)).why
+
+
 @pytest.mark.parametrize("kwargs, words", [
     (dict(precision="fp8"), "precision"),
     (dict(precision="FP16"), "precision"),
