@@ -5,6 +5,8 @@
 #      tests/test_gpu_model.py)
 #   2. the model with both TVM ways replayed from CUDA graphs, saved as results/<gpu>/model_cuda_graph.*
 #   TESTS=0 / MODEL=0 bash tools/model_run.sh    # skip a part
+#   DTYPE=bf16 bash tools/model_run.sh            # issue 50: the block in bf16 (or fp16), plain and from
+#                                                 # CUDA graphs: results/<gpu>/bf16/model.*, model_cuda_graph.*
 # (The batched kernel against torch.bmm and the forward pass's CUPTI profile were probes, answered:
 # docs/models.md; docs/maintaining.md, "Probes that answered their question", brings them back.)
 # Logs go to logs/; with $OUT set (a lent machine), one tar of results/, README.md and logs/ goes to
@@ -22,7 +24,14 @@ if [ "${TESTS:-1}" = 1 ]; then
     > logs/pytest-gpu-model.log 2>&1
   echo "pytest rc=$? $((SECONDS-t0))s"; tail -n 8 logs/pytest-gpu-model.log
 fi
-if [ "${MODEL:-1}" = 1 ]; then
+if [ "${MODEL:-1}" = 1 ] && [ -n "${DTYPE:-}" ]; then  # the 16-bit block: plain, then from CUDA graphs
+  for graph in "" --cuda-graph; do
+    t0=$SECONDS; log=logs/model-$DTYPE${graph:+-cuda-graph}
+    limit=$(( 580 - SECONDS )); if [ -z "$graph" ]; then limit=$(( limit / 2 )); fi; [ "$limit" -ge 60 ] || limit=60
+    timeout "$limit" python3 -m steps.model --dtype "$DTYPE" $graph --save > "$log.out" 2> "$log.err"
+    echo "model --dtype $DTYPE $graph rc=$? $((SECONDS-t0))s"; cat "$log.out"; tail -n 3 "$log.err"
+  done
+elif [ "${MODEL:-1}" = 1 ]; then
   t0=$SECONDS
   timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.model --cuda-graph --save \
     > logs/model-cuda-graph.out 2> logs/model-cuda-graph.err
