@@ -125,18 +125,16 @@ def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaSplitKCo
     side (64 or 128 each way), K split in two until the units would pass the SMs or a part would
     be shorter than MIN_SLICES slices, and as many stages as fit step 18's ring (the measurements
     that chose both rules: the docstring)."""
+    big = WgmmaSplitKConfig()  # step 20's tile, and its blocks (step 20's default_config)
+    big = replace(big, ctas=blocks_for(_ceil(M, big.block_m) * _ceil(N, big.block_n)))
     if dtype != "fp32":
         bm, bn, split = min(_options(M, N, K), key=lambda o: estimated_us(M, N, K, *o))
-        big = WgmmaSplitKConfig()
-        if (bm, bn, split) == (big.block_m, big.block_n, 1):
-            return replace(big, ctas=blocks_for(_ceil(M, bm) * _ceil(N, bn)))
-        return _config(M, N, bm, bn, split)
+        return big if (bm, bn, split) == (big.block_m, big.block_n, 1) else _config(M, N, bm, bn, split)
     bm, bn = (64 if M <= 64 else SMALL_TILE), (64 if N <= 64 else SMALL_TILE)
     tiles = _ceil(M, bm) * _ceil(N, bn)
     if _ceil(M, SMALL_TILE) * _ceil(N, SMALL_TILE) >= HOPPER_SMS // 2:
-        big = WgmmaSplitKConfig()
-        return replace(big, ctas=blocks_for(_ceil(M, big.block_m) * _ceil(N, big.block_n)))
-    slices = _ceil(K, 128 // (4 if dtype == "fp32" else 2))
+        return big
+    slices = _ceil(K, 32)  # TF32: 32 k a slice
     split = 1
     while tiles * split * 2 <= HOPPER_SMS and slices // (split * 2) >= MIN_SLICES:
         split *= 2

@@ -499,11 +499,13 @@ def prim_func(p: Plan, kernel, partials: tuple | None = None) -> tvm.tirx.PrimFu
             transpose(B, Bt)
         elif pad_b:
             pad_copy(B, B_pad, K, N, Np, "pad_B")
+        A_op = T.meta_var(A_pad if pad_a else A)  # what the GEMM reads
+        B_op = T.meta_var(Bt if not register_a else B_pad if pad_b else B)
         if split > 1:
-            gemm(A_pad if pad_a else A, Bt if not register_a else B_pad if pad_b else B, W)
-            reduce(W, C, A_pad if pad_a else A, Bt if not register_a else B_pad if pad_b else B)
+            gemm(A_op, B_op, W)
+            reduce(W, C, A_op, B_op)
         else:
-            gemm(A_pad if pad_a else A, Bt if not register_a else B_pad if pad_b else B, C)
+            gemm(A_op, B_op, C)
     return main
 
 

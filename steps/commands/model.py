@@ -247,7 +247,8 @@ def verdict(doc: dict) -> str:
     return "; ".join(parts)
 
 
-def plot(doc: dict, path: Path) -> list[str]:
+def plot(doc: dict, gpu_dir: Path, name: str) -> list[str]:
+    """The plot as gpu_dir / name; returns [name] (the saved files, named from gpu_dir)."""
     from matplotlib.figure import Figure
 
     from ..report.plot import save_png
@@ -270,8 +271,8 @@ def plot(doc: dict, path: Path) -> list[str]:
                  f"{doc['environment']['gpu']}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    save_png(fig, path)
-    return [path.name]
+    save_png(fig, gpu_dir / name)
+    return [name]
 
 
 @quiet_broken_pipe
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
            "dtype": args.dtype, "rows": rows}
     json_name, text_name, plot_name = saved_names(args.cuda_graph, args.dtype)
     return options.report_and_save(doc, format_report(doc), failed, args.save, args.results_dir, json_name, text_name,
-                                   extra=lambda gpu_dir: plot(doc, gpu_dir / plot_name) and [plot_name])
+                                   extra=lambda gpu_dir: plot(doc, gpu_dir, plot_name))
 
 
 def saved_names(cuda_graph: bool, dtype: str = "fp32") -> tuple[str, str, str]:
