@@ -819,6 +819,13 @@ class WgmmaPersistentConfig(WgmmaRegisterAConfig):
 
 
 @dataclass(frozen=True)
+class Wgmma3xTF32PersistentConfig(Wgmma3xTF32Config, WgmmaPersistentConfig):
+    """Step 25: step 19's 3xTF32 kernel on step 20's persistent grid: min(tiles, `ctas`) blocks
+    walk the tiles; the producer's loads and its helpers' splits run on into the next tile
+    while the consumers store and test the last one's fp32 total."""
+
+
+@dataclass(frozen=True)
 class WgmmaSplitKConfig(WgmmaPersistentConfig):
     """Step 23: step 20's persistent kernel whose units of work are a tile and one of `split`
     equal ranges of K (`split_k`); each unit's fp32 partial sum goes to a workspace that a second kernel

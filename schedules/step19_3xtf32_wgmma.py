@@ -296,14 +296,15 @@ def flush_partial(plan: Plan):
 
 
 def consume_split(plan: Plan):
-    """A macro: a consumer's loop over its slices, promoting every `promote` slices."""
+    """A macro: a consumer's loop over its tile's slices, promoting every `promote` slices; the
+    ring's slices counted from g0 (step 25's persistent blocks count them across their tiles)."""
     KT, stages, acc_n, flush = plan.KT, plan.stages, plan.acc_n, flushes(plan)
     promote = plan.cfg.promote
     multiply_split_ = multiply_split(plan)
     flush_partial_ = flush_partial(plan)
 
     @T.macro
-    def consume_split(smem, acc, total, frag, descA, descB, C, m0, n0, wg, warp, lane):
+    def consume_split(smem, acc, total, frag, descA, descB, C, m0, n0, g0, wg, warp, lane):
         # A consumer's slices: chunks of `promote` slices, each summed on the tensor core from
         # zero and added to the total in fp32. Both consumers promote at the same slices: a
         # branch on the warpgroup here (to stagger them), even as two copies of this loop, made
@@ -311,11 +312,11 @@ def consume_split(plan: Plan):
         for kt2 in T.serial(_ceil(KT, 2)):
             for p in T.unroll(2):
                 if kt2 * 2 + p < KT:
-                    T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((kt2 * 2 + p) % stages)]),
-                                         ((kt2 * 2 + p) // stages) & 1)
-                    T.cuda.mbarrier_wait(T.address_of(smem[plan.ready_bar((kt2 * 2 + p) % stages)]),
-                                         ((kt2 * 2 + p) // stages) & 1)
-                    multiply_split_(smem, acc, frag, descA, descB, (kt2 * 2 + p) % stages, p,
+                    T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((g0 + kt2 * 2 + p) % stages)]),
+                                         ((g0 + kt2 * 2 + p) // stages) & 1)
+                    T.cuda.mbarrier_wait(T.address_of(smem[plan.ready_bar((g0 + kt2 * 2 + p) % stages)]),
+                                         ((g0 + kt2 * 2 + p) // stages) & 1)
+                    multiply_split_(smem, acc, frag, descA, descB, (g0 + kt2 * 2 + p) % stages, p,
                                    (kt2 * 2 + p) % promote == 0,
                                    wg, warp, lane)
                     if ((kt2 * 2 + p + 1) % promote == 0
@@ -333,14 +334,14 @@ def consume_split(plan: Plan):
                                               m0, n0, wg, warp, lane)
                         if kt2 * 2 + p > 0 and (kt2 * 2 + p) % promote != 0:
                             T.ptx.mbarrier.arrive.shared.b64(
-                                T.address_of(smem[plan.empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+                                T.address_of(smem[plan.empty_bar((g0 + kt2 * 2 + p - 1) % stages)]), T.uint32(1))
                         T.ptx.mbarrier.arrive.shared.b64(
-                            T.address_of(smem[plan.empty_bar((kt2 * 2 + p) % stages)]), T.uint32(1))
+                            T.address_of(smem[plan.empty_bar((g0 + kt2 * 2 + p) % stages)]), T.uint32(1))
                     else:
                         T.ptx.wgmma.wait_group.sync.aligned(1)
                         if kt2 * 2 + p > 0 and (kt2 * 2 + p) % promote != 0:
                             T.ptx.mbarrier.arrive.shared.b64(
-                                T.address_of(smem[plan.empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))
+                                T.address_of(smem[plan.empty_bar((g0 + kt2 * 2 + p - 1) % stages)]), T.uint32(1))
 
     return consume_split
 
@@ -370,7 +371,7 @@ def consumer(plan: Plan):
             acc[i] = T.float32(0)
             total[i] = T.float32(0)
             T.cuda.wgmma.noop_barrier(acc[i])
-        consume(smem, acc, total, frag, descA, descB, C, m0, n0, wg, warp, lane)
+        consume(smem, acc, total, frag, descA, descB, C, m0, n0, 0, wg, warp, lane)
         store(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane)
 
     return consumer_

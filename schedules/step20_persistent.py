@@ -101,14 +101,15 @@ def tile_loop(plan: Plan, bid):
     return (tiles - bid + ctas - 1) // ctas, lambda t: (plan.tile_m0(bid + t * ctas), plan.tile_n0(bid + t * ctas))
 
 
-def produce_tiles(plan: Plan, load):
-    """A macro: the producer thread loads every slice of every tile of its block; slice g of the
-    block (g = t KT + kt) goes to stage g % stages, once the consumers have freed it."""
+def produce_tiles(plan: Plan, load, walk=tile_loop):
+    """A macro: the producer thread loads every slice of every tile of its block (`walk`: how
+    many, and where each is); slice g of the block (g = t KT + kt) goes to stage g % stages,
+    once the consumers have freed it."""
     stages, KT = plan.stages, plan.KT
 
     @T.macro
     def producer(smem, A_map, B_map, bid):
-        count, corner = T.meta_var(tile_loop(plan, bid))
+        count, corner = T.meta_var(walk(plan, bid))
         for t in T.serial(count):
             m0, n0 = T.meta_var(corner(t))
             for kt in T.serial(KT):

@@ -18,7 +18,7 @@ import pytest
 
 import schedules
 from schedules import ConfigError
-from schedules.config import (Wgmma3xTF32Config, WgmmaClusterConfig, WgmmaConfig, WgmmaPersistentConfig,
+from schedules.config import (Wgmma3xTF32Config, Wgmma3xTF32PersistentConfig, WgmmaClusterConfig, WgmmaConfig, WgmmaPersistentConfig,
                               WgmmaPipelineConfig, WgmmaRegisterAConfig, WgmmaSplitKConfig, WgmmaTmaStoreConfig)
 from steps.commands import ladder
 from steps.measure import harness, nvcc
@@ -44,21 +44,22 @@ def kernels(src: str) -> list[tuple[str, str, str]]:
     return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
 
 
-def test_the_hopper_rungs_are_15_to_23():
-    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23]
+def test_the_hopper_rungs_are_15_to_23_and_25():
+    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23, 25]
     assert all(s.arch == "sm_90a" and s.tensor_cores for s in HOPPER)
     assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23] and SPLIT_STEP.precision == "fp32"
     assert all(s.arch is None for s in schedules.STEPS if s.number < 15)
     # Each rung's config is its prior's, or extends it; 15 starts a new kind (warpgroup tiles).
     assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig,
                                           Wgmma3xTF32Config, WgmmaPersistentConfig, WgmmaClusterConfig,
-                                          WgmmaTmaStoreConfig, WgmmaSplitKConfig]
+                                          WgmmaTmaStoreConfig, WgmmaSplitKConfig, Wgmma3xTF32PersistentConfig]
     assert issubclass(Wgmma3xTF32Config, WgmmaRegisterAConfig)
     assert issubclass(WgmmaTmaStoreConfig, WgmmaClusterConfig) and issubclass(WgmmaClusterConfig, WgmmaPersistentConfig)
     assert issubclass(WgmmaPersistentConfig, WgmmaRegisterAConfig) and issubclass(WgmmaSplitKConfig, WgmmaPersistentConfig)
     assert issubclass(WgmmaRegisterAConfig, WgmmaPipelineConfig) and issubclass(WgmmaPipelineConfig, WgmmaConfig)
     assert all(harness.tolerance(s) == harness.TF32_TOLERANCE for s in HOPPER_TF32)
     assert harness.tolerance(SPLIT_STEP) == harness.tolerance(schedules.get_step(14)) < harness.TF32_TOLERANCE
+    assert harness.tolerance(schedules.get_step(25)) == harness.tolerance(SPLIT_STEP)
 
 
 @pytest.mark.parametrize("step", HOPPER, ids=_id)
@@ -218,7 +219,7 @@ def test_the_ladder_skips_the_hopper_rungs_elsewhere(capsys):
     kept = ladder.runnable_steps(list(schedules.STEPS), "sm_80")
     assert [s.number for s in kept] == list(range(1, 15)) + [24]
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23: they need a Hopper GPU (sm_90a: wgmma, TMA); "
+    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23, 25: they need a Hopper GPU (sm_90a: wgmma, TMA); "
                    "this is sm_80"]
     assert ladder.runnable_steps(list(schedules.STEPS), "sm_90") == list(schedules.STEPS)
     with pytest.raises(Exception, match="need a Hopper GPU"):

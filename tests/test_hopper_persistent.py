@@ -1,5 +1,5 @@
-"""Steps 20-22 (issue 48) without a GPU: a persistent grid, clusters of two with a multicast TMA,
-the epilogue through shared memory and a TMA store. What each kernel's IR and CUDA hold, the
+"""Steps 20-22 and 25 (issue 48) without a GPU: a persistent grid, clusters of two with a multicast
+TMA, the epilogue through shared memory and a TMA store, and step 19's 3xTF32 on the persistent grid. What each kernel's IR and CUDA hold, the
 grid each launches, their configs' one-line errors, their priors. ptxas (no spills, no stack
 frame) and odd shapes are tests/test_hopper.py's, which runs every Hopper rung; correctness on
 the GPU is tests/test_gpu_shapes.py's and tests/test_gpu_sixteen_bit_shapes.py's."""
@@ -11,13 +11,14 @@ import re
 import pytest
 
 import schedules
-from schedules.config import WgmmaClusterConfig, WgmmaPersistentConfig, WgmmaTmaStoreConfig
+from schedules.config import (Wgmma3xTF32Config, Wgmma3xTF32PersistentConfig, WgmmaClusterConfig,
+                              WgmmaPersistentConfig, WgmmaTmaStoreConfig)
 from schedules.step20_persistent import blocks_for
 from steps.commands import cli
 
 from .checks import config_error
 
-STEP20, STEP21, STEP22 = (schedules.get_step(n) for n in (20, 21, 22))
+STEP19, STEP20, STEP21, STEP22, STEP25 = (schedules.get_step(n) for n in (19, 20, 21, 22, 25))
 
 
 def source(step, M, N, K, dtype="fp32", cfg=None) -> str:
@@ -111,3 +112,58 @@ def test_unaligned_rows_of_c_fall_back_to_step_21(dtype, N):
 ], ids=str)
 def test_bad_configs_are_one_line(cfg, words):
     config_error(lambda: cfg.validate(1024, 1024, 1024), *words)
+
+
+# --- step 25: step 19's 3xTF32 on step 20's grid ---------------------------------------------
+
+
+def test_step25_is_step19_on_step20s_grid():
+    # An fp32-accurate rung after the TF32 ones: measured against step 19, held to fp32's contract.
+    assert cli.prior_step(STEP25, "fp32").number == 19 and cli.prior_label(STEP25) == "step 19"
+    assert STEP25.precision == "fp32" and STEP25.dtypes == ("fp32",) and STEP25.Config is Wgmma3xTF32PersistentConfig
+    assert issubclass(Wgmma3xTF32PersistentConfig, Wgmma3xTF32Config)
+    assert issubclass(Wgmma3xTF32PersistentConfig, WgmmaPersistentConfig)
+    # 4096^3: step 19's 1024 tiles of 128 x 128 on 128 blocks, promoting every 2 slices.
+    cfg = STEP25.default_config(4096, 4096, 4096)
+    assert (cfg.block_m, cfg.block_n, cfg.promote, cfg.ctas) == (128, 128, 2, 128)
+    assert launched_blocks(STEP25, 4096, 4096, 4096) == 128 and launched_blocks(STEP19, 4096, 4096, 4096) == 1024
+    assert launched_blocks(STEP25, 4096, 4096, 4096, cfg=Wgmma3xTF32PersistentConfig(ctas=100)) == 100
+
+
+@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (128, 4096, 4096), (1, 300, 77)], ids=str)
+def test_step25_is_step19_where_step19_takes_small_tiles(shape):
+    """Below one wave of 128 x 128 tiles step 19 takes 64 x 64 ones, two blocks an SM: step 25
+    then launches step 19's grid, and its kernel is step 19's, statement for statement (the
+    tile walk's count is known when built, so its loops unroll away)."""
+    c19, c25 = STEP19.default_config(*shape), STEP25.default_config(*shape)
+    assert (c25.block_m, c25.block_n, c25.promote) == (c19.block_m, c19.block_n, c19.promote) == (64, 64, 1)
+    assert launched_blocks(STEP25, *shape) == launched_blocks(STEP19, *shape)
+    assert sorted(source(STEP25, *shape).splitlines()) == sorted(source(STEP19, *shape).splitlines())
+
+
+def test_step25_cuda_walks_the_tiles_in_all_three_roles():
+    src = source(STEP25, 4096, 4096, 4096)
+    # Block b runs tiles b, b + 128, ...: (1024 - b + 127) / 128 of them. The producer loads each
+    # tile's 128 slices; the helper warps split the block's slices counted across its tiles; the
+    # consumers run each tile's chunks.
+    count = "((1151 - ((int)blockIdx.x)) >> 7)"
+    assert src.count(f"for (int t = 0; t < {count}; ++t)") == 1
+    assert f"kt_1 < ({count} * 128); ++kt_1)" in src
+    assert src.count(f"for (int t_1 = 0; t_1 < {count}; ++t_1)") == 1
+    # Step 19's pieces: A's small half written by the helpers (float4 PTX stores, then the fence
+    # and the "ready" barrier's 96 arrivals), and the fallback's serial fmaf over K.
+    assert "st.shared.v4.f32" in src and "fence.proxy.async.shared::cta" in src
+    inits = re.findall(r"mbarrier_init_init_shared_b64\([^;]*\(uint\)(\d+)\);", src)
+    assert sorted(set(int(c) for c in inits)) == [1, 96, 256]
+    assert re.search(r"for \(int k = 0; k < 4096; \+\+k\) \{\s*fallback_ptr\[0\] = fmaf\(A_ptr\[", src)
+    # Promote 2: the fp32 total takes each chunk sum once per trip of two slices (step 19: twice).
+    promotes = re.findall(r"total_ptr\[(\d+)\] = \(total_ptr\[\1\] \+ acc_ptr\[\1\]\);", src)
+    assert len(promotes) == 64 and len(re.findall(r"total_ptr\[(\d+)\] = \(total_ptr\[\1\] \+ acc_ptr",
+                                                   source(STEP19, 4096, 4096, 4096))) == 128
+
+
+@pytest.mark.parametrize("cfg, words", [(Wgmma3xTF32PersistentConfig(ctas=0), "ctas must be 1 to 1024"),
+                                        (Wgmma3xTF32PersistentConfig(promote=9), "promote must be 1 to 8"),
+                                        (Wgmma3xTF32PersistentConfig(block_m=256), "block_m must be at most")])
+def test_step25_bad_configs_are_one_line(cfg, words):
+    config_error(lambda: schedules.build(STEP25, 1024, 1024, 1024, arch="sm_90a", config=cfg), words)

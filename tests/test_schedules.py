@@ -22,7 +22,7 @@ STEPS = schedules.STEPS
 # fragment loads. The tensor-core steps (12-14) replace those with warp fragments and mma.sync;
 # the tests of those features are in tests/test_tensor_cores.py.
 CUDA_CORE_STEPS = [s for s in STEPS if not s.tensor_cores and s.schedules_a_block]
-# The steps that schedule the base matmul; the Hopper rungs' written kernels (steps 15-23) are
+# The steps that schedule the base matmul; the Hopper rungs' written kernels (steps 15-23, 25) are
 # tests/test_hopper.py's, the matrix-vector kernel (24) tests/test_matvec.py's.
 SCHEDULED = [s for s in STEPS if s.arch is None and s.number != 24]
 SIZES = (256, 2048)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The shape benchmark on a GPU machine (issue 13), from the project root:
 #   bash tools/bench_run.sh                 # 1. every step checked on every shape of bench/shapes.toml
-#                                           # 2. the dispatch rule's candidates (11, 14, 19), its pick
+#                                           # 2. the dispatch rule's candidates (11, 14, 19, 24, 25), its pick
 #                                           #    ("fastest") and cuBLAS timed, saved with the dispatch table
 #                                           # 3. the audit: the same rows on shapes outside the set
 #                                           # 4. the shape benchmark's GPU tests
