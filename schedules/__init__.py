@@ -157,22 +157,26 @@ class Step:
         `fused` False as a kernel of its own after the product (what fusing is measured against)."""
         check_sizes(M, N, K)
         self.check_dtype(dtype)
-        if epilogue is not None and dtype != "fp32":
-            raise ConfigError("a fused epilogue is written for fp32 inputs only")
-        if epilogue is not None and not self.schedules_a_block:
+        kernel = getattr(self.module, "kernel", None)
+        if epilogue is not None and not (self.schedules_a_block or getattr(self.module, "EPILOGUE", False)):
             raise ConfigError(f"step {self.number} has no fused epilogue: it is written for steps that schedule "
-                              "the base matmul (1-13)")
+                              f"the base matmul (1-13) and the Hopper rungs {', '.join(map(str, EPILOGUE_RUNGS))}")
+        if epilogue is not None and dtype != "fp32" and kernel is None:
+            raise ConfigError(f"step {self.number}'s fused epilogue is written for fp32 inputs only; in {dtype}, "
+                              f"the Hopper rungs {', '.join(map(str, EPILOGUE_RUNGS))} have one")
         cfg = self.default_config(M, N, K, dtype) if config is None else config
         # Exact type: later steps' configs subclass earlier ones but mean more (e.g. thread_m).
         if type(cfg) is not self.Config:
             raise ConfigError(f"step {self.number} takes a {self.Config.__name__}, got {type(cfg).__name__}")
         cfg.validate(M, N, K)
-        kernel = getattr(self.module, "kernel", None)
         if kernel is not None:
             # The Hopper rungs: a GEMM kernel written as sblocks (schedules/transforms/wgmma.py says why),
             # after the copies its operands need (B transposed, rows padded for TMA), which are
             # plain blocks scheduled here.
-            sch = s_tir.Schedule(kernel(M, N, K, cfg) if dtype == "fp32" else kernel(M, N, K, cfg, dtype))
+            if epilogue is not None:  # D = the epilogue, in the consumers' store or as a kernel after (wgmma.prim_func)
+                sch = s_tir.Schedule(kernel(M, N, K, cfg, dtype, epilogue, fused))
+            else:
+                sch = s_tir.Schedule(kernel(M, N, K, cfg) if dtype == "fp32" else kernel(M, N, K, cfg, dtype))
             wgmma.schedule_copies(sch)
             return sch
         # Any shape (schedules/transforms/padding.py): narrow `vector` where N or K breaks its alignment,
@@ -239,6 +243,8 @@ STEP_MODULES = (
     "step25_3xtf32_persistent",
 )
 STEPS: tuple[Step, ...] = tuple(_step(importlib.import_module(f".{name}", __name__)) for name in STEP_MODULES)
+# The written kernels (Hopper rungs) whose store takes a fused epilogue (their modules' EPILOGUE).
+EPILOGUE_RUNGS = tuple(s.number for s in STEPS if getattr(s.module, "EPILOGUE", False))
 
 
 def get_step(step: int | Step) -> Step:

@@ -205,7 +205,8 @@ def multiply_transposed(plan: Plan):
 
 
 def store_transposed(plan: Plan):
-    """A macro: the accumulator holds C^T; each register goes to its place in C, edges masked."""
+    """A macro: the accumulator holds C^T; each register goes to its place in C, edges masked
+    (with a fused epilogue, D = the epilogue of it: wgmma.stored)."""
     M, N, acc_n = plan.M, plan.N, plan.acc_n
 
     settle = wgmma.settle(plan)
@@ -217,7 +218,9 @@ def store_transposed(plan: Plan):
             for h in T.unroll(2):
                 for c in T.unroll(2):
                     if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
-                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = wgmma.rounded(plan, acc[i * 4 + 2 * h + c])
+                        # (C: the output, or a fused epilogue's D and inputs: wgmma.FusedOutput)
+                        wgmma.output(C)[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = wgmma.stored(
+                            plan, C, acc[i * 4 + 2 * h + c], c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane))
 
     return write
 

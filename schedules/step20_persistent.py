@@ -72,6 +72,7 @@ ARCH = "sm_90a"
 PRIOR = 18  # a TF32 rung: measured against step 18, not step 19 (3xTF32)
 Config = WgmmaPersistentConfig
 PASS_CONFIG: dict = {}
+EPILOGUE = True  # D = act(alpha * A @ B + bias + beta * C_in) fused into the store (wgmma.stored)
 PIECES = ("tile_loop", "produce_tiles", "accumulate_tile", "consume_tiles", "persistent")
 
 
@@ -228,8 +229,8 @@ def persistent(plan: Plan, producer, consumer, blocks: int | None = None, out_ro
     return kernel
 
 
-def kernel(M: int, N: int, K: int, cfg: WgmmaPersistentConfig, dtype: str = "fp32"):
-    p = wgmma.plan(M, N, K, cfg, dtype)
+def kernel(M: int, N: int, K: int, cfg: WgmmaPersistentConfig, dtype: str = "fp32", epilogue=None, fused=True):
+    p = wgmma.plan(M, N, K, cfg, dtype, epilogue=epilogue, fused=fused)
     multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
     return wgmma.prim_func(p, persistent(p, produce_tiles(p, load_b_boxes(p)),
                                          consume_tiles(p, multiply, store_registers(p))))

@@ -74,6 +74,7 @@ DTYPES = ("fp32", "fp16", "bf16")
 ARCH = "sm_90a"
 Config = WgmmaClusterConfig
 PASS_CONFIG: dict = {}
+EPILOGUE = True  # D = act(alpha * A @ B + bias + beta * C_in) fused into the store (wgmma.stored)
 PIECES = ("pair_loop", "load_multicast", "arrive_cluster", "produce_pairs", "release_both", "clustered")
 
 EXPECTED_REGRESSION = dict.fromkeys(
@@ -257,8 +258,8 @@ def clustered(plan: Plan, producer, consumer):
     return kernel
 
 
-def kernel(M: int, N: int, K: int, cfg: WgmmaClusterConfig, dtype: str = "fp32"):
-    p = wgmma.plan(M, N, K, cfg, dtype)
+def kernel(M: int, N: int, K: int, cfg: WgmmaClusterConfig, dtype: str = "fp32", epilogue=None, fused=True):
+    p = wgmma.plan(M, N, K, cfg, dtype, epilogue=epilogue, fused=fused)
     multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
     block = clustered(p, produce_pairs(p, load_multicast(p)), consume_pairs(p, multiply, store_registers(p)))
 

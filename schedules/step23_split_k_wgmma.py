@@ -103,7 +103,8 @@ ARCH = "sm_90a"
 PRIOR = 20
 Config = WgmmaSplitKConfig
 PASS_CONFIG: dict = {}
-PIECES = ("parts", "unit_loop", "produce_units", "store_partial", "consume_units", "keep_live", "reduce_partials")
+EPILOGUE = True  # D = act(alpha * A @ B + bias + beta * C_in) fused into the store (wgmma.stored)
+PIECES = ("parts", "unit_loop", "produce_units", "store_partial", "consume_units", "reduce_partials")
 
 REDUCE_THREADS = 256
 SMALL_TILE = 128  # the tile's side where a side of C is longer than 64, else 64
@@ -254,20 +255,15 @@ def consume_units(plan: Plan, multiply, split: int):
 # encoded on the host before the launch, so the planner took them for dead at the launch and gave
 # the workspace the padded B's memory: wrong sums at 997 x 1009 x 1013, 4096 x 1 x 4096 and
 # 8192 x 1 x 1024 (H100, 2026-11-27, relative error up to 5.5). The second kernel's first thread
-# therefore prefetches one line of each operand into L2: a use after the GEMM that keeps them live.
-PREFETCH_L2 = ("__forceinline__ __device__ void prefetch_l2(const void* p) {\n"
-               "  asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(p));\n}\n")
-
-
-def keep_live(addr):
-    """A prefetch of `addr`'s line into L2: a use of its buffer the storage planner sees."""
-    return T.cuda.func_call("prefetch_l2", addr, source_code=PREFETCH_L2)
+# therefore prefetches one line of each operand into L2 (wgmma.keep_live): a use after the GEMM
+# that keeps them live.
 
 
 def reduce_partials(plan: Plan, split: int):
     """A macro, the second kernel: C[m, n] = the sum of W[p M + m, n] over the parts, one thread
     per element of C (consecutive threads along n: every load and store coalesced), rounded to
-    C's dtype once; its first thread keeps the GEMM's operands live (``keep_live``)."""
+    C's dtype once (a fused epilogue applied to the sum first: wgmma.stored); its first thread
+    keeps the GEMM's operands live (``wgmma.keep_live``)."""
     M, N = plan.M, plan.N
     total = M * N
 
@@ -280,22 +276,23 @@ def reduce_partials(plan: Plan, split: int):
                     T.writes(C[0:M, 0:N])
                     s = T.sblock_alloc_buffer((1,), "float32", scope="local")
                     if bx == 0 and tx == 0:
-                        T.evaluate(keep_live(T.address_of(A_op[0, 0])))
-                        T.evaluate(keep_live(T.address_of(B_op[0, 0])))
+                        T.evaluate(wgmma.keep_live(T.address_of(A_op[0, 0])))
+                        T.evaluate(wgmma.keep_live(T.address_of(B_op[0, 0])))
                     if bx * REDUCE_THREADS + tx < total:
                         s[0] = T.float32(0)
                         for p in T.serial(split):
                             s[0] = s[0] + W[p * M + (bx * REDUCE_THREADS + tx) // N, (bx * REDUCE_THREADS + tx) % N]
-                        C[(bx * REDUCE_THREADS + tx) // N, (bx * REDUCE_THREADS + tx) % N] = wgmma.rounded(plan, s[0])
+                        wgmma.output(C)[(bx * REDUCE_THREADS + tx) // N, (bx * REDUCE_THREADS + tx) % N] = wgmma.stored(
+                            plan, C, s[0], (bx * REDUCE_THREADS + tx) // N, (bx * REDUCE_THREADS + tx) % N)
 
     return reduce
 
 
-def kernel(M: int, N: int, K: int, cfg: WgmmaSplitKConfig, dtype: str = "fp32"):
-    p = wgmma.plan(M, N, K, cfg, dtype)
+def kernel(M: int, N: int, K: int, cfg: WgmmaSplitKConfig, dtype: str = "fp32", epilogue=None, fused=True):
+    p = wgmma.plan(M, N, K, cfg, dtype, epilogue=epilogue, fused=fused)
     split = parts(p, cfg.split_k)[1]
     if split == 1:  # one part: step 20's kernel, exactly
-        return persistent_kernel(M, N, K, cfg, dtype)
+        return persistent_kernel(M, N, K, cfg, dtype, epilogue, fused)
     multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
     units = p.tm * p.tn * split
     return wgmma.prim_func(p, persistent(p, produce_units(p, load_b_boxes(p), split), consume_units(p, multiply, split),

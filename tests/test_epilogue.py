@@ -71,9 +71,54 @@ def test_fused_is_one_kernel_and_separate_is_two_more(step, shape):
 
 
 def test_steps_without_the_base_matmul_say_so_in_one_line():
-    for step in (14, 15, 19):
+    for step in (14, 15, 19, 22, 25):
         with pytest.raises(ConfigError, match=f"step {step} has no fused epilogue"):
             schedules.get_step(step).schedule(512, 512, 512, None, Epilogue(bias=True))
+    with pytest.raises(ConfigError, match="step 13's fused epilogue is written for fp32 inputs only; in bf16, the "
+                                          "Hopper rungs 20, 21, 23 have one"):
+        schedules.get_step(13).schedule(512, 512, 512, None, Epilogue(bias=True), dtype="bf16")
+
+
+# --- the Hopper rungs (steps 20, 21, 23): the epilogue in the consumers' register store ---------
+
+
+def hopper_source(step, shape, dtype, ep=None, fused=True):
+    return schedules.cuda_source(schedules.build(step, *shape, arch="sm_90a", epilogue=ep, fused=fused, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("step, shape", [(20, (2048, 2048, 2048)), (21, (2048, 2048, 2048)), (23, (2048, 2048, 2048)),
+                                         (20, (1000, 777, 1001)), (23, (256, 256, 16384))])
+def test_the_hopper_rungs_take_the_epilogue_in_their_store(step, shape, dtype):
+    assert schedules.EPILOGUE_RUNGS == (20, 21, 23)
+    ep = Epilogue(bias=True, activation="gelu", beta=1.0)
+    bare, fused = hopper_source(step, shape, dtype), hopper_source(step, shape, dtype, ep)
+    separate = hopper_source(step, shape, dtype, ep, fused=False)
+    assert len(kernels(fused)) == len(kernels(bare)) and len(kernels(separate)) == len(kernels(bare)) + 1
+    # The kernel's parameters (Epilogue.params): A, B, bias, C_in, D; fused, no C between them.
+    assert all(p in fused for p in ("bias_ptr", "C_in_ptr", "D_ptr")) and "C_ptr" not in fused
+    split = "W_ptr" in bare  # step 23 at 256 x 256 x 16384: the epilogue in the sum of the parts
+    assert split == (step == 23 and shape[0] == 256)
+    assert "erff(" in fused and "erff(" not in bare and "C_ptr" in separate
+    # Unfused, C sits between the kernels: the epilogue's kernel keeps the GEMM's operands live, so
+    # the storage planner does not hand C the padded copies' memory the GEMM reads (wgmma.keep_live).
+    assert "prefetch.global.L2" in separate and ("prefetch.global.L2" in fused) == split  # (step 23's sum does too)
+    if dtype == "bf16":  # 16-bit bias and C_in are read as fp32, and the result rounded once
+        assert "((float)bias_ptr[" in fused and "((float)C_in_ptr[" in fused
+    # The epilogue, once per stored value: the register store's 4 per 4 accumulator registers
+    # (x2 consumers' code paths unrolled into one), or the sum of the parts' one per thread.
+    assert fused.count("erff(") == (1 if split else {"bf16": 128, "fp32": 128}[dtype])
+
+
+def test_the_hopper_epilogue_leaves_the_bare_kernel_alone():
+    # Without an epilogue the GEMM writes C as before: the same source as the rung's own kernel.
+    from schedules import step20_persistent
+
+    cfg = schedules.get_step(20).default_config(2048, 2048, 2048, "bf16")
+    plain = schedules.cuda_source(schedules.build(20, 2048, 2048, 2048, arch="sm_90a", dtype="bf16"))
+    assert step20_persistent.kernel(2048, 2048, 2048, cfg, "bf16").script() == \
+        step20_persistent.kernel(2048, 2048, 2048, cfg, "bf16", None, True).script()
+    assert "D_ptr" not in plain and "C_ptr" in plain
 
 
 def test_bad_epilogues_are_one_line():
@@ -95,3 +140,18 @@ def test_a_measuring_command_saves_whole_or_not_at_all(tmp_path, capsys):
     assert options.report_and_save(doc, "table", [], True, tmp_path, "e.json", "e.txt", extra) == 0
     assert sorted(p.name for p in (tmp_path / "fake-gpu").iterdir()) == ["e.json", "e.png", "e.txt"]
     assert (tmp_path / "fake-gpu" / "e.txt").read_text() == "table\n"
+
+
+@pytest.mark.skipif(not __import__("steps.measure.nvcc", fromlist=["x"]).available(), reason="nvcc not installed")
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("ep", [Epilogue(bias=True), Epilogue(bias=True, beta=1.0), Epilogue(bias=True, activation="gelu")],
+                         ids=lambda e: e.describe())
+def test_ptxas_on_the_fused_hopper_store(ep, dtype):
+    """No spill, no stack frame, wgmma still async; except bf16's GELU, which spills 12 bytes in
+    the store of step 20's 128 accumulator registers a thread (docs/models.md)."""
+    from steps.measure import nvcc
+
+    report = nvcc.compile_report(hopper_source(20, (4096, 4096, 4096), dtype, ep), "sm_90a")
+    assert report.ok and "C7518" not in report.log, report.log[-2000:]
+    gelu_16 = ep.activation == "gelu" and dtype == "bf16"
+    assert (report.spills == 0 and report.stack_bytes == 0) != gelu_16, report.log[-2000:]

@@ -39,6 +39,35 @@ def test_the_epilogue_is_correct_on_the_gpu(step, shape, fused):
     assert harness.relative_error(args[-1].numpy(), ref) <= bound
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("step", schedules.EPILOGUE_RUNGS)
+@pytest.mark.parametrize("shape", [(1000, 1500, 700), (256, 256, 16384), (4096, 2048, 512), (33, 64, 129)])
+@pytest.mark.parametrize("fused", [True, False])
+def test_the_hopper_rungs_epilogue_is_correct_in_every_dtype(step, shape, fused, dtype):
+    """Steps 20, 21 and 23 (256 x 256 x 16384: split K, the epilogue in the sum of the parts):
+    D = gelu(0.5 AB + bias + C_in), from the fp32 sums, rounded once to the dtype."""
+    import tvm
+
+    from steps.measure import dtypes
+
+    if harness.gpu_arch() not in ("sm_90", "sm_90a"):
+        pytest.skip("the Hopper rungs need an sm_90 GPU")
+    M, N, K = shape
+    ep = Epilogue(bias=True, activation="gelu", alpha=0.5, beta=1.0)
+    lib = schedules.build(step, M, N, K, arch="sm_90a", epilogue=ep, fused=fused, dtype=dtype)
+    rng = np.random.default_rng(11)
+    a, b = dtypes.random_operands(M, N, K, rng, dtype)
+    bias = dtypes.from_float32(rng.uniform(-1, 1, N).astype(np.float32), dtype)
+    c_in = dtypes.from_float32(rng.uniform(-1, 1, (M, N)).astype(np.float32), dtype)
+    dev = tvm.cuda(0)
+    args = [dtypes.to_device(tvm, v, dtype, dev) for v in (a, b, bias, c_in, dtypes.nan_filled((M, N), dtype))]
+    lib["main"](*args)
+    dev.sync()
+    ref = command.reference(a, b, bias, c_in, ep, dtype)
+    bound = harness.TF32_TOLERANCE if dtype == "fp32" else dtypes.tolerance(dtype)
+    assert harness.relative_error(dtypes.from_device(args[-1], dtype), ref, dtype) <= bound
+
+
 def test_the_command_measures_and_checks_a_small_size():
     proc = subprocess.run([sys.executable, "-m", "steps.epilogue", "--sizes", "512", "--rounds", "2", "--repeat", "5",
                            "--activation", "relu", "--beta", "1"], capture_output=True, text=True, timeout=600)

@@ -24,6 +24,12 @@ fused over bare 1.019 at 2048^3 (0.391 against 0.384 ms) and 0.999 at 4096^3 (3.
 of traffic, at about 4 TB/s, as predicted). At 2048^3 the fused cost is above the prediction:
 the erf and its operands take registers in the store's loop, which runs once per thread, so a
 launch of 0.38 ms sees it as 7 us; at 4096^3 it is lost in the noise. Errors 8.1e-7 / 1.1e-6.
+
+The Hopper rungs 20, 21 and 23 write their kernels, so ``reverse_compute_inline`` has no store
+to rewrite: their store applies ``Epilogue.value`` itself (schedules/transforms/wgmma.py,
+``FusedOutput`` and ``stored``), in fp16 and bf16 too. There the same epilogue cost 23-25% over the
+bare kernel (bf16 and fp16, step 20, 4096^3, H200, 2026-11-28): the store runs while the
+consumers' wgmma do not (docs/models.md).
 """
 
 from __future__ import annotations
@@ -77,13 +83,15 @@ class Epilogue:
         return f"{self.activation}({body})" if self.activation else body
 
     def value(self, acc, i, j, bias=None, c_in=None):
-        """The expression for one element: TIR `acc` at row i, column j."""
+        """The expression for one element: TIR `acc` (fp32) at row i, column j; 16-bit bias and
+        C_in are read as fp32 (the Hopper rungs' fused epilogue in fp16 and bf16)."""
         f32 = lambda x: tirx.const(float(x), "float32")  # noqa: E731
+        wide = lambda buf, *at: buf[at] if buf.dtype == "float32" else tirx.Cast("float32", buf[at])  # noqa: E731
         v = acc if self.alpha == 1 else acc * f32(self.alpha)
         if self.bias:
-            v = v + bias[j]
+            v = v + wide(bias, j)
         if self.reads_c:
-            v = v + c_in[i, j] * f32(self.beta)
+            v = v + wide(c_in, i, j) * f32(self.beta)
         if self.activation == "relu":
             v = tirx.max(v, f32(0))
         elif self.activation == "gelu":

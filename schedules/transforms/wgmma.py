@@ -54,6 +54,7 @@ import tvm
 from tvm.script import tirx as T
 
 from ..config import DTYPES, WGMMA_K, WgmmaConfig
+from .epilogue import Epilogue
 
 # wgmma's instruction shape: 64 rows per warpgroup, 8 k per instruction (TF32; 16 for 16-bit).
 WG_M, WG_K = 64, 8
@@ -120,6 +121,8 @@ class Plan:
     dtype: str = "float32"       # TVM's name of the input dtype
     frag_regs: int = 32          # B^T fragment registers (register A): two slices' worth
     stash_regs: int = 4          # the split's float4 loads in flight (step 19)
+    epilogue: Epilogue | None = None  # D = act(alpha * acc + bias + beta * C_in) after the product
+    fused: bool = True           # the epilogue in the consumers' store, or a kernel of its own
 
     # The geometry, in elements. A stage's row of k is one 128-byte swizzle row: 32 floats or
     # 64 halves; a k step of wgmma is 8 (TF32) or 16 (16-bit) k, 32 bytes either way.
@@ -405,6 +408,78 @@ def rounded(p: Plan, value):
     return value if p.dtype == "float32" else T.Cast(p.dtype, value)
 
 
+# A buffer the GEMM reads only through a tensor map (A's and B's padded copies) looks dead to
+# TVM's storage planner once the map is encoded, and a buffer allocated after it may get its
+# memory while the GEMM still reads it (step 23's workspace did; C before an unfused epilogue
+# would). A kernel after the GEMM that prefetches one line of each into L2 keeps them live.
+PREFETCH_L2 = ("__forceinline__ __device__ void prefetch_l2(const void* p) {\n"
+               "  asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(p));\n}\n")
+
+
+def keep_live(addr):
+    """A prefetch of `addr`'s line into L2: a use of its buffer the storage planner sees."""
+    return T.cuda.func_call("prefetch_l2", addr, source_code=PREFETCH_L2)
+
+
+EPILOGUE_THREADS = 256
+
+
+def separate_epilogue(p: Plan):
+    """A macro, the epilogue unfused (what fusing is measured against): a kernel after the GEMM,
+    one element of D per thread from C in its dtype; its first thread keeps the GEMM's operands
+    live (``keep_live``): C is allocated after them."""
+    M, N = p.M, p.N
+    total = M * N
+
+    @T.macro
+    def apply(C, out, A_op, B_op):
+        for bx in T.thread_binding(_ceil(total, EPILOGUE_THREADS), thread="blockIdx.x"):
+            for tx in T.thread_binding(EPILOGUE_THREADS, thread="threadIdx.x"):
+                with T.sblock("epilogue"):
+                    T.reads(C[0:M, 0:N], A_op[0:1, 0:1], B_op[0:1, 0:1])
+                    T.writes(out[0:M, 0:N])
+                    if bx == 0 and tx == 0:
+                        T.evaluate(keep_live(T.address_of(A_op[0, 0])))
+                        T.evaluate(keep_live(T.address_of(B_op[0, 0])))
+                    if bx * EPILOGUE_THREADS + tx < total:
+                        output(out)[(bx * EPILOGUE_THREADS + tx) // N, (bx * EPILOGUE_THREADS + tx) % N] = stored(
+                            p, out, widened(p, C[(bx * EPILOGUE_THREADS + tx) // N, (bx * EPILOGUE_THREADS + tx) % N]),
+                            (bx * EPILOGUE_THREADS + tx) // N, (bx * EPILOGUE_THREADS + tx) % N)
+
+    return apply
+
+
+def widened(p: Plan, value):
+    """A value of C's dtype as fp32."""
+    return value if p.dtype == "float32" else T.Cast("float32", value)
+
+
+class FusedOutput:
+    """What a GEMM kernel with a fused epilogue is handed where it would take C: D, the buffer
+    it writes, and what the epilogue reads (bias, C_in, or None). It passes through the rungs'
+    macros as C does (a macro argument may be any Python value): ``C[...]`` regions read as D's,
+    and a store writes ``output(C)`` with ``stored``'s value."""
+
+    def __init__(self, D, bias=None, c_in=None):
+        self.D, self.bias, self.c_in = D, bias, c_in
+
+    def __getitem__(self, index):
+        return self.D[index]
+
+
+def output(C):
+    """The buffer a store writes: C, or a FusedOutput's D."""
+    return C.D if isinstance(C, FusedOutput) else C
+
+
+def stored(p: Plan, C, acc, row, col):
+    """The value a store writes at (row, col) from fp32 sum `acc`: the sum in C's dtype, or, where
+    C is a FusedOutput, the plan's epilogue applied to the sum in fp32, then rounded once."""
+    if isinstance(C, FusedOutput):
+        return rounded(p, p.epilogue.value(acc, row, col, C.bias, C.c_in))
+    return rounded(p, acc)
+
+
 def fence_operand(reg):
     """An empty asm that takes accumulator register `reg` by reference ("+f"): code after it
     cannot read the register's value from before it."""
@@ -485,9 +560,10 @@ def prim_func(p: Plan, kernel, partials: tuple | None = None) -> tvm.tirx.PrimFu
                 vr, vc = T.axis.remap("SS", [r, c])
                 Xp[vr, vc] = T.if_then_else(vc < cols, X[vr, T.min(vc, cols - 1)], zero(p))
 
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C: T.Buffer((M, N), dtype)):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    ep, apply_epilogue = p.epilogue, separate_epilogue(p)
+
+    @T.macro
+    def product(A, B, C, unfused):
         # Copies the operands need before the GEMM (an unused one is never allocated).
         A_pad = T.alloc_buffer((M, Kp), dtype)
         B_pad = T.alloc_buffer((K, Np), dtype)
@@ -506,6 +582,48 @@ def prim_func(p: Plan, kernel, partials: tuple | None = None) -> tvm.tirx.PrimFu
             reduce(W, C, A_op, B_op)
         else:
             gemm(A_op, B_op, C)
+        if unfused is not None:  # the epilogue as a kernel of its own, from C to D
+            apply_epilogue(C, unfused, A_op, B_op)
+
+    @T.macro
+    def with_epilogue(A, B, bias, C_in, D):
+        if p.fused:
+            # The consumers' store applies it to the fp32 sums (``stored``): one kernel.
+            product(A, B, FusedOutput(D, bias, C_in), None)
+        else:
+            # What fusing is measured against: C in its dtype, then a kernel reading it back.
+            C = T.alloc_buffer((M, N), dtype)
+            product(A, B, C, FusedOutput(D, bias, C_in))
+
+    # The kernel's parameters: A, B, then what the epilogue reads, then its output (Epilogue.params).
+    if ep is None:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C: T.Buffer((M, N), dtype)):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            product(A, B, C, None)
+    elif ep.bias and ep.reads_c:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), bias: T.Buffer((N,), dtype),
+                 C_in: T.Buffer((M, N), dtype), D: T.Buffer((M, N), dtype)):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            with_epilogue(A, B, bias, C_in, D)
+    elif ep.bias:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), bias: T.Buffer((N,), dtype),
+                 D: T.Buffer((M, N), dtype)):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            with_epilogue(A, B, bias, None, D)
+    elif ep.reads_c:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C_in: T.Buffer((M, N), dtype),
+                 D: T.Buffer((M, N), dtype)):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            with_epilogue(A, B, None, C_in, D)
+    else:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), D: T.Buffer((M, N), dtype)):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            with_epilogue(A, B, None, None, D)
     return main
 
 
@@ -526,7 +644,7 @@ def schedule_copies(sch) -> None:
             bx, tx = sch.split(fused, [None, COPY_THREADS])
             sch.bind(bx, "blockIdx.x")
             sch.bind(tx, "threadIdx.x")
-        elif name not in ("C", "reduce_partials"):  # bound as written; anything else would run unscheduled
+        elif name not in ("C", "reduce_partials", "epilogue"):  # bound as written; anything else would run unscheduled
             raise ValueError(f"schedule_copies: no schedule for block {name!r}")
 
 

@@ -3,12 +3,15 @@
     python -m steps.epilogue                         # step 11, bias + GELU, 2048^3 and 4096^3
     python -m steps.epilogue --step 10 --activation relu --beta 1 --sizes 1024
     python -m steps.epilogue --save                  # results/<gpu>/epilogue.json and epilogue.txt
+    python -m steps.epilogue --step 20 --dtype bf16 --sizes 4096 --save   # a Hopper rung in bf16:
+                                                     # results/<gpu>/bf16/epilogue_step20.json and .txt
 
 Three kernels per size, from one step and config (schedules/transforms/epilogue.py): the bare matmul
 (C = A @ B); the same with the epilogue fused into its store (D = act(alpha*AB + bias + beta*C_in),
 one kernel); and the product followed by the epilogue as a kernel of its own (what a framework
 without fusion runs). Each is checked against float64 (D poisoned with NaN, ||D - D_ref|| /
-||D_ref|| <= 1e-5), then the three are timed in alternating rounds in one process
+||D_ref|| <= 1e-5; in fp16 and bf16 the dtype's tolerance, the epilogue computed in fp32 from the
+fp32 sums and rounded once), then the three are timed in alternating rounds in one process
 (time_evaluator, the harness's warm-up and sample count), so clock drift hits all three alike;
 the table gives the median over rounds, the fused kernel's cost over the bare one, and what the
 separate kernel costs over the fused one. The host-bound guard applies to each (†).
@@ -28,7 +31,7 @@ from schedules import ConfigError
 from schedules.transforms.epilogue import ACTIVATIONS, Epilogue
 
 from .. import results
-from ..measure import harness
+from ..measure import dtypes, harness
 from ..report.pipes import quiet_broken_pipe
 from . import options
 
@@ -40,7 +43,8 @@ BAR = 1.03  # issue 31: the fused kernel at most 3% over the bare one at 2048^3 
 
 def parser() -> argparse.ArgumentParser:
     p = options.new_parser(PROG, __doc__.strip())
-    p.add_argument("--step", type=int, default=11, help="the step whose kernel takes the epilogue (1-13; default 11)")
+    p.add_argument("--step", type=int, default=11,
+                   help="the step whose kernel takes the epilogue (1-13, or the Hopper rungs 20, 21, 23; default 11)")
     p.add_argument("--sizes", type=options._positive, nargs="+", default=[2048, 4096], metavar="N",
                    help="square sizes N (N x N x N; default 2048 4096)")
     p.add_argument("--activation", choices=[a or "none" for a in ACTIVATIONS], default="gelu")
@@ -48,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=1.0)
     p.add_argument("--beta", type=float, default=0.0, help="nonzero: D also reads C_in (default 0)")
     p.add_argument("--rounds", type=options._positive, default=6, help="alternating rounds (default 6)")
+    options.add_dtype_option(p)
     options.add_repeat_option(p)
     options.add_arch_option(p)
     options.add_seed_option(p)
@@ -67,15 +72,16 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return erf(x)
 
 
-def reference(a, b, bias, c_in, ep: Epilogue) -> np.ndarray:
-    """D in float64."""
+def reference(a, b, bias, c_in, ep: Epilogue, dtype: str = "fp32") -> np.ndarray:
+    """D in float64, from the operands as the kernel reads them (host storage of `dtype`)."""
     from math import sqrt
 
-    v = ep.alpha * (a.astype(np.float64) @ b.astype(np.float64))
+    wide = lambda x: dtypes.to_float64(x, dtype)  # noqa: E731
+    v = ep.alpha * (wide(a) @ wide(b))
     if ep.bias:
-        v = v + bias.astype(np.float64)[None, :]
+        v = v + wide(bias)[None, :]
     if ep.reads_c:
-        v = v + ep.beta * c_in.astype(np.float64)
+        v = v + ep.beta * wide(c_in)
     if ep.activation == "relu":
         v = np.maximum(v, 0)
     elif ep.activation == "gelu":
@@ -83,31 +89,31 @@ def reference(a, b, bias, c_in, ep: Epilogue) -> np.ndarray:
     return v
 
 
-def measure(step, size: int, ep: Epilogue, arch: str, rounds: int, repeat: int, rng) -> dict:
+def measure(step, size: int, ep: Epilogue, arch: str, rounds: int, repeat: int, rng, dtype: str = "fp32") -> dict:
     import tvm
 
     M = N = K = size
-    cfg = step.default_config(M, N, K)
-    libs = {"bare": schedules.build(step, M, N, K, arch=arch, config=cfg),
-            "fused": schedules.build(step, M, N, K, arch=arch, config=cfg, epilogue=ep),
-            "separate": schedules.build(step, M, N, K, arch=arch, config=cfg, epilogue=ep, fused=False)}
+    cfg = step.default_config(M, N, K, dtype)
+    libs = {"bare": schedules.build(step, M, N, K, arch=arch, config=cfg, dtype=dtype),
+            "fused": schedules.build(step, M, N, K, arch=arch, config=cfg, epilogue=ep, dtype=dtype),
+            "separate": schedules.build(step, M, N, K, arch=arch, config=cfg, epilogue=ep, fused=False, dtype=dtype)}
     dev = tvm.cuda(0)
-    t = lambda x: tvm.runtime.tensor(x, dev)  # noqa: E731
-    a, b = harness.random_operands(M, N, K, rng)
-    bias = rng.uniform(-1, 1, N).astype(np.float32)
-    c_in = rng.uniform(-1, 1, (M, N)).astype(np.float32)
+    t = lambda x: dtypes.to_device(tvm, x, dtype, dev)  # noqa: E731
+    a, b = dtypes.random_operands(M, N, K, rng, dtype)
+    bias = dtypes.from_float32(rng.uniform(-1, 1, N).astype(np.float32), dtype)
+    c_in = dtypes.from_float32(rng.uniform(-1, 1, (M, N)).astype(np.float32), dtype)
     extra = ([t(bias)] if ep.bias else []) + ([t(c_in)] if ep.reads_c else [])
-    args = {"bare": [t(a), t(b), t(np.full((M, N), np.nan, np.float32))]}
-    ref = reference(a, b, bias, c_in, ep)
+    args = {"bare": [t(a), t(b), t(dtypes.nan_filled((M, N), dtype))]}
+    ref = reference(a, b, bias, c_in, ep, dtype)
     errors = {"bare": None}
     for name in ("fused", "separate"):
-        args[name] = [t(a), t(b), *extra, t(np.full((M, N), np.nan, np.float32))]
+        args[name] = [t(a), t(b), *extra, t(dtypes.nan_filled((M, N), dtype))]
         libs[name]["main"](*args[name])
         dev.sync()
-        errors[name] = harness.relative_error(args[name][-1].numpy(), ref)
-    errors["bare"] = harness.relative_error(
-        (libs["bare"]["main"](*args["bare"]), dev.sync(), args["bare"][-1].numpy())[2],
-        a.astype(np.float64) @ b.astype(np.float64))
+        errors[name] = harness.relative_error(dtypes.from_device(args[name][-1], dtype), ref, dtype)
+    libs["bare"]["main"](*args["bare"])
+    dev.sync()
+    errors["bare"] = harness.relative_error(dtypes.from_device(args["bare"][-1], dtype), dtypes.reference(a, b, dtype), dtype)
     samples = {v: [] for v in VARIANTS}
     host = {}
     for name in VARIANTS:  # warm-up, and the launches per sample
@@ -132,7 +138,7 @@ def measure(step, size: int, ep: Epilogue, arch: str, rounds: int, repeat: int, 
 
 def format_report(doc: dict) -> str:
     env, ep = doc["environment"], doc["epilogue"]
-    lines = [f"step {doc['step']} with the epilogue D = {ep['describe']} on {env['gpu']} (driver {env.get('driver')}, "
+    lines = [f"step {doc['step']} ({doc.get('dtype', 'fp32')}) with the epilogue D = {ep['describe']} on {env['gpu']} (driver {env.get('driver')}, "
              f"TVM {env.get('tvm_version')}, {env['date'][:10]}): median of {doc['rounds']} alternating rounds, "
              f"each the median of {doc['repeat']} samples, kernel time",
              f"{'size':>6}  {'bare ms':>9}  {'fused ms':>9}  {'separate ms':>11}  {'fused/bare':>10}  "
@@ -157,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         step = schedules.get_step(args.step)
         ep = Epilogue(bias=not args.no_bias, activation=None if args.activation == "none" else args.activation,
                       alpha=args.alpha, beta=args.beta)
-        for n in args.sizes:
-            step.schedule(n, n, n, None, ep)  # a step without the epilogue, a bad size: one line, before the GPU
+        for n in args.sizes:  # a step without the epilogue (or the dtype), a bad size: one line, before the GPU
+            step.schedule(n, n, n, None, ep, dtype=args.dtype)
         arch = options.pick_arch(PROG, args.arch, timing=True)
         if not harness.gpu_present():
             raise options.UsageError("no CUDA GPU found: the epilogue is checked and timed on one")
@@ -166,15 +172,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return options.EXIT_USAGE
     rng = np.random.default_rng(args.seed)
+    tolerance = harness.tolerance(step) if args.dtype == "fp32" else dtypes.tolerance(args.dtype)
     sizes, failed = [], []
     for n in args.sizes:
-        r = measure(step, n, ep, arch, args.rounds, args.repeat, rng)
+        r = measure(step, n, ep, arch, args.rounds, args.repeat, rng, args.dtype)
         sizes.append(r)
         for name in ("fused", "separate"):
-            if not r["rel_err"][name] <= harness.TOLERANCE:
-                failed.append(f"{name} at {n}^3: relative error {r['rel_err'][name]:.1e} > {harness.TOLERANCE:g}")
+            if not r["rel_err"][name] <= tolerance:
+                failed.append(f"{name} at {n}^3: relative error {r['rel_err'][name]:.1e} > {tolerance:g}")
     doc = {"schema": "epilogue-1", "environment": harness.environment(), "step": step.number, "arch": arch,
+           "dtype": args.dtype,
            "epilogue": {"bias": ep.bias, "activation": ep.activation, "alpha": ep.alpha, "beta": ep.beta,
                         "describe": ep.describe()},
            "rounds": args.rounds, "repeat": args.repeat, "sizes": sizes}
-    return options.report_and_save(doc, format_report(doc), failed, args.save, args.results_dir, JSON_NAME, TEXT_NAME)
+    # Step 11 in fp32 keeps the first files' names; another step or dtype its own, in the dtype's folder.
+    json_name, text_name = JSON_NAME, TEXT_NAME
+    if (step.number, args.dtype) != (11, "fp32"):
+        folder = "" if args.dtype == "fp32" else f"{args.dtype}/"
+        json_name, text_name = (f"{folder}{n.replace('.', f'_step{step.number}.')}" for n in (JSON_NAME, TEXT_NAME))
+    return options.report_and_save(doc, format_report(doc), failed, args.save, args.results_dir, json_name, text_name)
