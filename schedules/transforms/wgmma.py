@@ -532,7 +532,10 @@ def prim_func(p: Plan, kernel, partials: tuple | None = None) -> tvm.tirx.PrimFu
     B_map), a rung's GEMM kernel. `partials` (split-K, step 23): (split, reduce) with split > 1:
     the GEMM kernel writes split fp32 partial sums of C, one M x N block of rows each, to a
     workspace W[split * M, N], and a kernel of its own, reduce(W, C, A_op, B_op), sums them into C
-    (A_op and B_op: the operands the GEMM read, which it keeps live; step 23 says why)."""
+    (A_op and B_op: the operands the GEMM read, which it keeps live; step 23 says why).
+    With the plan's epilogue the function is main(A, B, [bias], [C_in], D): fused, the kernel is
+    handed a FusedOutput where it would take C; unfused, it writes C and ``separate_epilogue``
+    makes D from it."""
     gemm = with_tensor_maps(p, kernel)
     split, reduce = partials if partials is not None else (1, None)
     M, N, K, Kp, Np, dtype = p.M, p.N, p.K, p.Kp, p.Np, p.dtype
