@@ -393,6 +393,10 @@ def main(argv=None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
+    # Ctrl-C stops it even where it was started with SIGINT ignored (a shell's background job, a
+    # parent that ignores it: Python then installs no KeyboardInterrupt of its own, and the
+    # launcher ran on after Ctrl-C; seen in a CI run, 2026-11-28).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         launch.start()
         print(launch.usage(), flush=True)
