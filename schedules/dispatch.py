@@ -30,7 +30,7 @@ The precisions: "fp32" (fp32 inputs, SGEMM's accuracy: steps 1-11, 14, 19, 24, 2
 rounded to TF32: 12, 13, 15-18, 20-23), and "fp16" / "bf16" (16-bit inputs, fp32 sums, C in the
 dtype: the steps with that dtype, ``Step.dtypes``). Where a table has no rows of a precision,
 the portable rule answers, and says so in ``why``; but fp16 and bf16 stand in for each other,
-the same kernels at the same tensor-core rate (fp16 on the H100 today reads bf16's rows, and
+the same kernels at the same tensor-core rate (a GPU measured in one reads the other's rows, and
 says so). The dlight rule takes a model's fp32 and tf32 matmuls (``MODEL_PRECISIONS``); the
 Relax pass those and, in a bf16 or fp16 model, its 16-bit ones (schedules/integration/relax_dispatch.py).
 

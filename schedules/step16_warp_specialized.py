@@ -109,14 +109,16 @@ def consume(plan: Plan, multiply, store):
     return consumer
 
 
-def warp_specialized(plan: Plan, producer, consumer, helpers=None):
+def warp_specialized(plan: Plan, producer, consumer, helpers=None, blocks: int | None = None):
     """The rung's kernel: warpgroup 0 produces (thread 0 runs `producer`; with `helpers`, step
     19's, warps 1-3 run them), the others consume, with setmaxnreg moving registers from the
-    producer (PRODUCER_REGS a thread) to the consumers (CONSUMER_REGS)."""
+    producer (PRODUCER_REGS a thread) to the consumers (CONSUMER_REGS). One block per tile, each
+    role given its tile's corner (m0, n0); or, with `blocks` (step 25's persistent grid), that
+    many blocks, each role given the block's index to walk its tiles from."""
 
     @T.macro
     def kernel(A_op, B_op, C, A_map, B_map):
-        for bid in T.thread_binding(plan.tm * plan.tn, thread="blockIdx.x"):
+        for bid in T.thread_binding(plan.tm * plan.tn if blocks is None else blocks, thread="blockIdx.x"):
             for tid in T.thread_binding(plan.threads, thread="threadIdx.x"):
                 with T.sblock("C"):
                     T.reads(A_op[0:plan.M, 0:plan.Ka], B_op[0:plan.B_shape[0], 0:plan.B_shape[1]])
@@ -133,8 +135,9 @@ def warp_specialized(plan: Plan, producer, consumer, helpers=None):
                     stash = T.sblock_alloc_buffer((plan.stash_regs,), "float32", scope="local")
                     descA = T.sblock_alloc_buffer((1,), "uint64", scope="local")
                     descB = T.sblock_alloc_buffer((1,), "uint64", scope="local")
-                    m0 = T.meta_var(plan.tile_m0(bid))
-                    n0 = T.meta_var(plan.tile_n0(bid))
+                    # What each role is told of its work: a tile's corner, or a persistent block's index.
+                    walker = T.meta_var(() if blocks is None else (bid,))
+                    where = T.meta_var((plan.tile_m0(bid), plan.tile_n0(bid)) if blocks is None else walker)
                     wg = T.meta_var((tid - plan.first) // WARPGROUP)
                     warp = T.meta_var(tid % WARPGROUP // 32)
                     lane = T.meta_var(tid % 32)
@@ -142,13 +145,13 @@ def warp_specialized(plan: Plan, producer, consumer, helpers=None):
                     if tid < WARPGROUP:
                         T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
                         if tid == 0:
-                            producer(smem, A_map, B_map, m0, n0)
+                            producer(smem, A_map, B_map, *where)
                         elif helpers is not None and tid >= 32:
-                            helpers(smem, stash, tid - 32)
+                            helpers(smem, stash, *walker, tid - 32)
                     else:
                         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
                         consumer(smem, acc, frag, total, flag, fallback, descA, descB, A_op, B_op, C,
-                                 m0, n0, wg, warp, lane)
+                                 *where, wg, warp, lane)
 
     return kernel
 

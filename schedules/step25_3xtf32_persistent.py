@@ -55,10 +55,10 @@ TF32 ran 333-408 (378 in the committed run), a third of which is 111-136 (126); 
 cycles) leaves ~10% for any schedule at the clock the power limit sets (the aim, 140, is 1.07x
 past the best run here).
 
-The rung's own pieces, below: ``split_tiles`` (the helper warps over a block's tiles),
-``consume_split_tiles`` (a consumer over them) and ``persistent_split`` (the kernel: step 20's
-grid with step 19's roles and registers). The loads and the tile walk are step 20's, the
-split, the three products, the promotion and the store step 19's.
+The rung's own pieces, below: ``tile_walk`` (a block's tiles), ``split_tiles`` (the helper warps
+over them) and ``consume_split_tiles`` (a consumer over them). The loads and the walk's order are
+step 20's; the split, the three products, the promotion and the store step 19's; the kernel (its
+roles and registers) step 16's, launched on step 20's grid.
 
 Run: python -m steps.step25
 """
@@ -68,12 +68,13 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from .config import Wgmma3xTF32PersistentConfig
+from .step16_warp_specialized import warp_specialized
 from .step18_register_a import load_b_boxes
 from .step19_3xtf32_wgmma import SPLIT_BATCH, consume_split, split_a_tile, store_split
 from .step19_3xtf32_wgmma import default_config as step19_config
 from .step20_persistent import blocks_for, grid, produce_tiles, tile_loop
 from .transforms import wgmma
-from .transforms.wgmma import CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, Plan, _ceil
+from .transforms.wgmma import Plan, _ceil
 
 NUMBER = 25
 TENSOR_CORES = True
@@ -85,7 +86,7 @@ ARCH = "sm_90a"
 PRIOR = 19  # an fp32-accurate rung: measured against step 19, not step 20 (TF32)
 Config = Wgmma3xTF32PersistentConfig
 PASS_CONFIG: dict = {}
-PIECES = ("split_tiles", "consume_split_tiles", "persistent_split")
+PIECES = ("tile_walk", "split_tiles", "consume_split_tiles")
 EXPECTED_REGRESSION: dict = {}
 
 
@@ -151,47 +152,9 @@ def consume_split_tiles(plan: Plan):
     return consumer
 
 
-def persistent_split(plan: Plan, producer, helpers, consumer):
-    """The kernel: grid(plan) blocks (one per SM, or one per tile where there are fewer), each
-    with step 19's roles: thread 0 loads, warps 1-3 split, two consumer warpgroups multiply;
-    setmaxnreg moves registers from the producer warpgroup to the consumers."""
-
-    @T.macro
-    def kernel(A_op, B_op, C, A_map, B_map):
-        for bid in T.thread_binding(grid(plan), thread="blockIdx.x"):
-            for tid in T.thread_binding(plan.threads, thread="threadIdx.x"):
-                with T.sblock("C"):
-                    T.reads(A_op[0:plan.M, 0:plan.Ka], B_op[0:plan.B_shape[0], 0:plan.B_shape[1]])
-                    T.writes(C[0:plan.M, 0:plan.N])
-                    smem = T.sblock_alloc_buffer((plan.smem_fl,), plan.dtype, scope="shared.dyn", align=1024)
-                    acc = T.sblock_alloc_buffer((plan.acc_n,), "float32", scope="local")
-                    frag = T.sblock_alloc_buffer((plan.frag_regs,), "uint32", scope="local")
-                    total = T.sblock_alloc_buffer((plan.acc_n,), "float32", scope="local")
-                    flag = T.sblock_alloc_buffer((1,), "int32", scope="local")
-                    fallback = T.sblock_alloc_buffer((1,), "float32", scope="local")
-                    stash = T.sblock_alloc_buffer((plan.stash_regs,), "float32", scope="local")
-                    descA = T.sblock_alloc_buffer((1,), "uint64", scope="local")
-                    descB = T.sblock_alloc_buffer((1,), "uint64", scope="local")
-                    wg = T.meta_var((tid - plan.first) // WARPGROUP)
-                    warp = T.meta_var(tid % WARPGROUP // 32)
-                    lane = T.meta_var(tid % 32)
-                    wgmma.init_barriers(plan)(smem, tid)
-                    if tid < WARPGROUP:
-                        T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
-                        if tid == 0:
-                            producer(smem, A_map, B_map, bid)
-                        elif tid >= 32:
-                            helpers(smem, stash, bid, tid - 32)
-                    else:
-                        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-                        consumer(smem, acc, frag, total, flag, fallback, descA, descB, A_op, B_op, C,
-                                 bid, wg, warp, lane)
-
-    return kernel
-
-
 def kernel(M: int, N: int, K: int, cfg: Wgmma3xTF32PersistentConfig):
     # Step 19's registers: two slices' fragments, big and small (64), the split's float4 loads.
     p = wgmma.plan(M, N, K, cfg, frag_regs=64, stash_regs=4 * SPLIT_BATCH)
-    return wgmma.prim_func(p, persistent_split(p, produce_tiles(p, load_b_boxes(p), tile_walk), split_tiles(p),
-                                               consume_split_tiles(p)))
+    # Step 19's kernel (step 16's roles with its helpers), on grid(p) blocks that walk their tiles.
+    return wgmma.prim_func(p, warp_specialized(p, produce_tiles(p, load_b_boxes(p), tile_walk), consume_split_tiles(p),
+                                               helpers=split_tiles(p), blocks=grid(p)))
