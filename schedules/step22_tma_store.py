@@ -35,8 +35,22 @@ now mostly hidden (2-3 points of pipe activity over step 21), and what is left b
 rungs and the no-store bound is clock: every kernel runs the pipe above 89% at a power-capped
 clock, where cuBLAS's kernels run the same pipe at the same limit.
 
-The rung's own pieces, below: ``StorePlan`` (the chunk buffers, C's tensor map), ``store_chunks``
-(the epilogue), ``drained`` (the last stores finish before the block exits) and ``with_c_map``.
+A fused epilogue (D = act(alpha * AB + bias + beta * C_in), issue 50) is applied to each value as it
+is staged (``staged_value``: the fp32 sum, then one rounding in ``store_shared``), so D still leaves
+by TMA; a chunk's rows and columns past D's edge are staged too (TMA clips them), so the
+epilogue's reads are clamped into bias and C_in. Prediction: the bias free (one read per column,
+cached, against step 20's 7.6-9.4%, which came from its 128 scattered stores issued back to back
+once every value was computed), GELU's erff (25 instructions a value while no wgmma runs) and
+C_in's scattered 2-byte reads still on the consumers' path. Measured (H200, 2026-11-28, 4096^3,
+python -m steps.epilogue --step 22 ...; docs/models.md): fused over bare 1.029 (bf16) and 1.012
+(fp16) with a bias, 1.111 with bias and C_in, 1.132 / 1.117 with bias and GELU (step 20: 1.254 /
+1.230); the product plus a separate epilogue kernel 1.17-1.28x the fused one. The Relax pass
+gives a model's products with an epilogue to this rung where the pick stores from registers on
+this tile (schedules/integration/relax_dispatch.py).
+
+The rung's own pieces, below: ``StorePlan`` (the chunk buffers, C's tensor map), ``StagedOutput``
+(what the store writes through: the map, and a fused epilogue's inputs), ``store_chunks`` (the
+epilogue), ``drained`` (the last stores finish before the block exits) and ``with_c_map``.
 
 Run: python -m steps.step22
 """
@@ -65,7 +79,8 @@ DTYPES = ("fp32", "fp16", "bf16")
 ARCH = "sm_90a"
 Config = WgmmaTmaStoreConfig
 PASS_CONFIG: dict = {}
-PIECES = ("StorePlan", "store_chunks", "drained", "with_c_map")
+EPILOGUE = True  # D = act(alpha * A @ B + bias + beta * C_in) applied as the chunks are staged (StagedOutput)
+PIECES = ("StorePlan", "StagedOutput", "store_chunks", "drained", "with_c_map")
 
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 
@@ -141,17 +156,35 @@ def store_shared(dtype: str, addr, value):
     return T.cuda.func_call(name, addr, value, source_code=source)
 
 
+class StagedOutput:
+    """What the consumers' store writes through: the output's tensor map, and (a fused epilogue)
+    the FusedOutput whose bias and C_in the staged values read. A Python value passed through the
+    macros as step 20's C is (wgmma.FusedOutput says how)."""
+
+    def __init__(self, c_map, fused=None):
+        self.map, self.fused = c_map, fused
+
+
+def staged_value(plan: StorePlan, out: StagedOutput, acc, row, col):
+    """The fp32 value staged for C[row, col]: the sum, or the epilogue of it (wgmma.stored's,
+    before the rounding that store_shared does). A chunk's rows and columns past C's edge are
+    staged too (TMA clips the store), so the epilogue's reads are clamped into C."""
+    if out.fused is None:
+        return acc
+    return plan.epilogue.value(acc, T.min(row, plan.M - 1), T.min(col, plan.N - 1), out.fused.bias, out.fused.c_in)
+
+
 def store_chunks(plan: StorePlan):
     """A macro: a consumer's epilogue. For each chunk of `rows` rows: wait until the copy engine
-    has read the buffer (the storing thread) and meet; write the chunk's registers, rounded, to
-    their swizzled places; fence them to the async proxy and meet; one thread starts the TMA
-    store of the chunk's boxes."""
+    has read the buffer (the storing thread) and meet; write the chunk's registers (or a fused
+    epilogue of them), rounded, to their swizzled places; fence them to the async proxy and
+    meet; one thread starts the TMA store of the chunk's boxes."""
     acc_n, rows, box_c = plan.acc_n, plan.rows, plan.box_c
     chunks, per_chunk, boxes = plan.BM // rows, rows // 8, WG_M // box_c
     settle = wgmma.settle(plan)
 
     @T.macro
-    def store(smem, C_map, acc, m0, n0, tid, wg, warp, lane):
+    def store(smem, out, acc, m0, n0, tid, wg, warp, lane):
         settle(acc)
         for j in T.unroll(chunks):
             if tid % WARPGROUP == 0:
@@ -162,12 +195,13 @@ def store_chunks(plan: StorePlan):
                     for c in T.unroll(2):
                         T.evaluate(store_shared(
                             plan.dtype, T.address_of(smem[plan.staged(wg, ii * 8 + (lane % 4) * 2 + c, warp * 16 + lane // 4 + 8 * h)]),
-                            acc[(j * per_chunk + ii) * 4 + 2 * h + c]))
+                            staged_value(plan, out, acc[(j * per_chunk + ii) * 4 + 2 * h + c],
+                                         m0 + j * rows + ii * 8 + (lane % 4) * 2 + c, n0 + wg * WG_M + warp * 16 + lane // 4 + 8 * h)))
             T.ptx.fence.proxy.async_.shared__cta()
             T.cuda.warpgroup_sync(1 + wg)
             if tid % WARPGROUP == 0:
                 for b in T.unroll(boxes):
-                    T.ptx[TMA_STORE](T.address_of(C_map), n0 + wg * WG_M + b * box_c, m0 + j * rows,
+                    T.ptx[TMA_STORE](T.address_of(out.map), n0 + wg * WG_M + b * box_c, m0 + j * rows,
                                      T.address_of(smem[plan.staging0 + wg * plan.chunk_el + b * rows * box_c]))
                 T.ptx["cp.async.bulk.commit_group"]()
 
@@ -188,22 +222,23 @@ def drained(consumer):
 
 
 def with_c_map(plan: StorePlan, block):
-    """A macro: the host encodes C's tensor map, then step 21's kernel runs with it as the
-    consumers' output."""
+    """A macro: the host encodes the output's tensor map (C's, or a fused epilogue's D), then
+    step 21's kernel runs with it as the consumers' output."""
 
     @T.macro
     def launch(A_op, B_op, C, A_map, B_map):
         C_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
-        T.call_packed("runtime.cuTensorMapEncodeTiled", C_map, plan.dtype, 2, C.data, *plan.C_tma)
-        block(A_op, B_op, C, A_map, B_map, C_map)
+        T.call_packed("runtime.cuTensorMapEncodeTiled", C_map, plan.dtype, 2, wgmma.output(C).data, *plan.C_tma)
+        block(A_op, B_op, C, A_map, B_map,
+              StagedOutput(C_map, C if isinstance(C, wgmma.FusedOutput) else None))
 
     return launch
 
 
-def kernel(M: int, N: int, K: int, cfg: WgmmaTmaStoreConfig, dtype: str = "fp32"):
+def kernel(M: int, N: int, K: int, cfg: WgmmaTmaStoreConfig, dtype: str = "fp32", epilogue=None, fused=True):
     if not tma_store_fits(M, N, dtype):
-        return step21_kernel(M, N, K, cfg, dtype)
-    p = StorePlan(M, N, K, cfg, config.DTYPES[dtype])
+        return step21_kernel(M, N, K, cfg, dtype, epilogue, fused)
+    p = StorePlan(M, N, K, cfg, config.DTYPES[dtype], epilogue=epilogue, fused=fused)
     multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
     block = clustered(p, produce_pairs(p, load_multicast(p)), drained(consume_pairs(p, multiply, store_chunks(p))))
     return wgmma.prim_func(p, with_c_map(p, block))

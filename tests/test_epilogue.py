@@ -71,15 +71,15 @@ def test_fused_is_one_kernel_and_separate_is_two_more(step, shape):
 
 
 def test_steps_without_the_base_matmul_say_so_in_one_line():
-    for step in (14, 15, 19, 22, 25):
+    for step in (14, 15, 19, 25):
         with pytest.raises(ConfigError, match=f"step {step} has no fused epilogue"):
             schedules.get_step(step).schedule(512, 512, 512, None, Epilogue(bias=True))
     with pytest.raises(ConfigError, match="step 13's fused epilogue is written for fp32 inputs only; in bf16, the "
-                                          "Hopper rungs 20, 21, 23 have one"):
+                                          "Hopper rungs 20, 21, 22, 23 have one"):
         schedules.get_step(13).schedule(512, 512, 512, None, Epilogue(bias=True), dtype="bf16")
 
 
-# --- the Hopper rungs (steps 20, 21, 23): the epilogue in the consumers' register store ---------
+# --- the Hopper rungs (steps 20, 21, 23): the epilogue in the consumers' register store; 22: staged ---
 
 
 def hopper_source(step, shape, dtype, ep=None, fused=True):
@@ -90,7 +90,7 @@ def hopper_source(step, shape, dtype, ep=None, fused=True):
 @pytest.mark.parametrize("step, shape", [(20, (2048, 2048, 2048)), (21, (2048, 2048, 2048)), (23, (2048, 2048, 2048)),
                                          (20, (1000, 777, 1001)), (23, (256, 256, 16384))])
 def test_the_hopper_rungs_take_the_epilogue_in_their_store(step, shape, dtype):
-    assert schedules.EPILOGUE_RUNGS == (20, 21, 23)
+    assert schedules.EPILOGUE_RUNGS == (20, 21, 22, 23)
     ep = Epilogue(bias=True, activation="gelu", beta=1.0)
     bare, fused = hopper_source(step, shape, dtype), hopper_source(step, shape, dtype, ep)
     separate = hopper_source(step, shape, dtype, ep, fused=False)
@@ -108,6 +108,32 @@ def test_the_hopper_rungs_take_the_epilogue_in_their_store(step, shape, dtype):
     # The epilogue, once per stored value: the register store's 4 per 4 accumulator registers
     # (x2 consumers' code paths unrolled into one), or the sum of the parts' one per thread.
     assert fused.count("erff(") == (1 if split else {"bf16": 128, "fp32": 128}[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1000, 776, 1001)])
+def test_step_22_applies_the_epilogue_as_it_stages_the_tile_for_its_tma_store(shape, dtype):
+    ep = Epilogue(bias=True, activation="gelu", beta=1.0)
+    bare, fused = hopper_source(22, shape, dtype), hopper_source(22, shape, dtype, ep)
+    separate = hopper_source(22, shape, dtype, ep, fused=False)
+    assert len(kernels(fused)) == len(kernels(bare)) and len(kernels(separate)) == len(kernels(bare)) + 1
+    # The kernel reads bias and C_in; the tile still leaves through shared memory and TMA (D's
+    # tensor map, which the host encodes): no pointer to D or C in the kernel.
+    assert "bias_ptr" in fused and "C_in_ptr" in fused and "D_ptr" not in fused and "C_ptr" not in fused
+    tma_store = "cp.async.bulk.tensor.2d.global.shared::cta"
+    assert tma_store in fused and tma_store in bare
+    assert fused.count("erff(") == 128 and "erff(" not in bare
+    # A chunk's rows and columns past D's edge are staged too (TMA clips them): the epilogue's
+    # reads are clamped into the tensors, so at 1000 x 776 the bias is read at min(col, 775) and
+    # C_in at min(row, 999) (where the row can pass 999).
+    edge = shape != (2048, 2048, 2048)
+    assert ("bias_ptr[min(" in fused) == edge and (", 999) * 776" in fused) == edge
+
+
+def test_step_22_hands_an_output_tma_cannot_address_to_step_21_with_its_epilogue():
+    ep = Epilogue(bias=True)
+    # 777 bf16 columns are not 16-byte rows: step 21's kernel, its register store with the epilogue.
+    assert hopper_source(22, (1000, 777, 1001), "bf16", ep) == hopper_source(21, (1000, 777, 1001), "bf16", ep)
 
 
 def test_the_hopper_epilogue_leaves_the_bare_kernel_alone():
@@ -146,12 +172,26 @@ def test_a_measuring_command_saves_whole_or_not_at_all(tmp_path, capsys):
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 @pytest.mark.parametrize("ep", [Epilogue(bias=True), Epilogue(bias=True, beta=1.0), Epilogue(bias=True, activation="gelu")],
                          ids=lambda e: e.describe())
-def test_ptxas_on_the_fused_hopper_store(ep, dtype):
-    """No spill, no stack frame, wgmma still async; except bf16's GELU, which spills 12 bytes in
-    the store of step 20's 128 accumulator registers a thread (docs/models.md)."""
+@pytest.mark.parametrize("step", [20, 22])
+def test_ptxas_on_the_fused_hopper_store(ep, dtype, step):
+    """No spill, no stack frame, wgmma still async; except step 20's bf16 GELU, which spills 12
+    bytes in the store of its 128 accumulator registers a thread (docs/models.md). Step 22's
+    store, chunk by chunk, spills nothing."""
     from steps.measure import nvcc
 
-    report = nvcc.compile_report(hopper_source(20, (4096, 4096, 4096), dtype, ep), "sm_90a")
+    report = nvcc.compile_report(hopper_source(step, (4096, 4096, 4096), dtype, ep), "sm_90a")
     assert report.ok and "C7518" not in report.log, report.log[-2000:]
-    gelu_16 = ep.activation == "gelu" and dtype == "bf16"
+    gelu_16 = ep.activation == "gelu" and dtype == "bf16" and step == 20
     assert (report.spills == 0 and report.stack_bytes == 0) != gelu_16, report.log[-2000:]
+
+
+def test_the_epilogue_command_names_its_files_by_step_dtype_and_epilogue():
+    from steps.commands.epilogue import saved_names
+
+    gelu = Epilogue(bias=True, activation="gelu")
+    assert saved_names(11, "fp32", gelu) == ("epilogue.json", "epilogue.txt")  # the first files' names
+    assert saved_names(20, "fp16", gelu) == ("fp16/epilogue_step20.json", "fp16/epilogue_step20.txt")
+    assert saved_names(22, "bf16", Epilogue(bias=True))[1] == "bf16/epilogue_step22_bias.txt"
+    assert saved_names(22, "bf16", Epilogue(bias=True, beta=1.0))[1] == "bf16/epilogue_step22_bias_res.txt"
+    assert saved_names(11, "fp32", Epilogue(activation="relu", alpha=2.0))[1] == "epilogue_step11_relu_alpha.txt"
+    assert saved_names(11, "fp32", Epilogue())[1] == "epilogue_step11_none.txt"

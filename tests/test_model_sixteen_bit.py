@@ -50,16 +50,113 @@ def test_every_16_bit_matmul_the_ladder_can_build_gets_its_16_bit_kernel(dtype):
     for (M, N, K), step in dispatch.chosen:
         expected = schedules.dispatch.choose(M, N, K, dtype, "sm_90", schedules.STEPS,
                                              allow=lambda s: relax_dispatch.in_model(s, M, N, K, dtype))
-        assert step == expected.step.number and dtype in schedules.get_step(step).dtypes
-        signature = next(line for line in mod[f"ladder_step{step}_{M}x{N}x{K}_{dtype}"].script().splitlines()
-                         if line.startswith("def "))
+        # Every product of the block has a bias after it: the kernel that stores it with one.
+        fused = relax_dispatch.epilogue_step(expected.step, expected.config, M, N, K, dtype)
+        assert step == (fused[0] if fused else expected.step).number and dtype in schedules.get_step(step).dtypes
+        (name,) = [n for n in used if n.startswith(f"ladder_step{step}_{M}x{N}x{K}_{dtype}")]
+        signature = next(line for line in mod[name].script().splitlines() if line.startswith("def "))
         tensor = relax_dispatch.TENSOR_DTYPE[dtype]
-        assert signature.count(f'"{tensor}")') == 3 and "float32" not in signature  # A, B and C in the dtype
-        assert used[f"ladder_step{step}_{M}x{N}x{K}_{dtype}"] == step
+        inputs = 3 + ("_bias" in name) + ("_res" in name)  # A, B, [bias], [C_in], D: all in the dtype
+        assert signature.count(f'"{tensor}")') == inputs and "float32" not in signature
+        assert used[name] == step
     # What is not rewritten is a matmul no allowed step builds in a model: it stays for dlight.
     text = mod["forward"].script()
     assert text.count("R.call_tir(ladder_step") == len(dispatch.chosen)
     assert text.count("R.matmul") == len(SHAPES) - len(dispatch.chosen)
+
+
+def _names(mod):
+    return sorted(relax_dispatch.steps_used(mod))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_the_blocks_bias_gelu_and_residual_adds_go_into_the_hopper_kernels_store(dtype):
+    dispatch = relax_dispatch.DispatchMatmuls(arch="sm_90a", precision=dtype)
+    mod = dispatch(relax.transform.LiftTransformParams()(block.relax_block(1024, 4096, dtype=dtype)[0]))
+    # qkv: bias (a split reads it); o and down: bias and the residual; up: bias and GELU. At 4096
+    # tokens every pick is a register-store rung, so each goes through step 22's TMA store.
+    assert _names(mod) == sorted(f"ladder_step22_4096x{n}x{k}_{dtype}_{tag}" for n, k, tag in [
+        (3072, 1024, "bias"), (1024, 1024, "bias_res"), (4096, 1024, "bias_gelu"), (1024, 4096, "bias_res")])
+    text = mod["forward"].script()
+    assert "R.nn.gelu" not in text and "R.matmul" not in text
+    assert text.count("R.add(") == 1  # q * k + v's: not a product's
+    fn = mod[f"ladder_step22_4096x4096x1024_{dtype}_bias_gelu"]
+    assert [p.name for p in fn.params] == ["A", "B", "bias", "D"]
+
+
+def test_at_one_token_the_matvec_picks_take_no_epilogue_and_the_adds_stay_for_dlight():
+    dispatch = relax_dispatch.DispatchMatmuls(arch="sm_90a", precision="bf16")
+    mod = dispatch(relax.transform.LiftTransformParams()(block.relax_block(1024, 1, dtype="bf16")[0]))
+    if any(step in schedules.EPILOGUE_RUNGS for _, step in dispatch.chosen) or len(dispatch.chosen) != 4:
+        pytest.skip(f"the committed rows pick {dispatch.chosen} at one token, not four kernels without an epilogue")
+    text = mod["forward"].script()
+    assert text.count("R.add(") == 7 and "R.nn.gelu" in text  # 4 biases, q * k + v, 2 residuals
+    assert all(len(mod[name].params) == 3 for name in _names(mod))  # A, B, C: the bare products
+
+
+def _chain_of(ops, dtype="bfloat16", M=128, K=256, N=512):
+    """One function: a matmul, then `ops` (each (name, *operands), operands "mm" for what came
+    before), its result the output. Returns (func, its chains)."""
+    x = relax.Var("x", relax.TensorType((M, K), dtype))
+    w = relax.Var("w", relax.TensorType((K, N), dtype))
+    b = relax.Var("b", relax.TensorType((N,), dtype))
+    r = relax.Var("r", relax.TensorType((M, N), dtype))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w, b, r]):
+        with bb.dataflow():
+            cur = bb.emit(relax.op.matmul(x, w))
+            extra = []
+            for op, *args in ops:
+                args = [cur if a == "mm" else {"b": b, "r": r}[a] for a in args]
+                cur = bb.emit({"add": relax.op.add, "gelu": relax.op.nn.gelu, "relu": relax.op.nn.relu,
+                               "mul": relax.op.multiply}[op](*args))
+                if op == "mul":
+                    extra.append(cur)
+            out = bb.emit_output(cur)
+        bb.emit_func_output(out)
+    func = bb.get()["main"]
+    return func, relax_dispatch.epilogue_chains(func, dtype)
+
+
+@pytest.mark.parametrize("ops, expected", [
+    ([("add", "mm", "b")], "acc + bias"),
+    ([("add", "b", "mm")], "acc + bias"),                                   # either operand order
+    ([("add", "mm", "b"), ("add", "r", "mm")], "acc + bias + 1*C_in"),      # a residual after it
+    ([("add", "mm", "r")], "acc + 1*C_in"),                                 # a residual, no bias
+    ([("add", "mm", "b"), ("gelu", "mm")], "gelu(acc + bias)"),
+    ([("add", "mm", "b"), ("add", "mm", "r"), ("gelu", "mm")], "gelu(acc + bias + 1*C_in)"),
+    ([("gelu", "mm")], "gelu(acc)"),
+])
+def test_the_chains_the_pass_folds_into_a_store(ops, expected):
+    func, chains = _chain_of(ops)
+    (chain,) = chains.values()
+    assert chain.epilogue.describe() == expected and len(chain.absorbed) == len(ops)
+
+
+@pytest.mark.parametrize("ops, folded", [
+    ([("relu", "mm")], 0),                                 # an activation the store has not
+    ([("add", "mm", "b"), ("relu", "mm")], 1),             # the bias, not the relu after it
+    ([("add", "mm", "b"), ("gelu", "mm"), ("add", "mm", "r")], 2),  # a residual after the GELU is not act(... + C_in)
+    ([("mul", "mm", "r")], 0),
+])
+def test_what_a_store_cannot_apply_is_left_as_it_was(ops, folded):
+    func, chains = _chain_of(ops)
+    assert sum(len(c.absorbed) for c in chains.values()) == folded
+
+
+def test_a_sum_read_twice_is_not_folded():
+    x = relax.Var("x", relax.TensorType((128, 256), "bfloat16"))
+    w = relax.Var("w", relax.TensorType((256, 512), "bfloat16"))
+    b = relax.Var("b", relax.TensorType((512,), "bfloat16"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w, b]):
+        with bb.dataflow():
+            mm = bb.emit(relax.op.matmul(x, w))
+            biased = bb.emit(relax.op.add(mm, b))
+            out = bb.emit_output(relax.op.add(bb.emit(relax.op.nn.gelu(biased)), biased))  # biased read twice
+        bb.emit_func_output(out)
+    (chain,) = relax_dispatch.epilogue_chains(bb.get()["main"], "bfloat16").values()
+    assert chain.epilogue.describe() == "acc + bias"  # the bias only: its sum has two users
 
 
 def test_the_bf16_table_places_its_hopper_picks_in_the_model():

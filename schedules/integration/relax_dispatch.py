@@ -23,10 +23,24 @@ forward pass with ``relax.transform.LiftTransformParams``, as every TVM deployme
 
 where ``ladder_kernel`` is the PrimFunc ``schedules.fastest`` picks for (M, N, K), scheduled by its
 step, marked ``tirx.is_scheduled`` (dlight leaves it alone) and opaque (FuseOps fuses nothing
-into it). Reshapes of contiguous tensors are views: nothing is copied. What follows the product
-in the model (bias, GELU, a residual add) stays Relax operators, which FuseOps fuses into one
-elementwise kernel that dlight schedules; fusing them into the ladder's store is
-schedules/transforms/epilogue.py's job and the dlight rule's (schedules/integration/ladder_rule.py).
+into it). Reshapes of contiguous tensors are views: nothing is copied.
+
+What follows the product, where the pick's kernel can store it (a Hopper rung with a fused
+epilogue, ``schedules.EPILOGUE_RUNGS``), goes into the kernel's store (``epilogue_chains``): a
+bias add (a [N] tensor), then a residual add (a tensor of the product's shape), then a GELU, each
+optional and each the only use of what it reads, is ``D = gelu(acc + bias + C_in)``
+(schedules/transforms/epilogue.py) computed from the fp32 sums and rounded once:
+
+    d = R.call_tir(ladder_kernel_bias_res, (x2, w, bias, r2), R.Tensor((M, N)))
+
+The rungs that store from registers (20, 21, and 23 in one part) on step 22's 256 x 128 tile hand
+such a product to step 22, which stages the tile in shared memory and stores it with TMA: there a
+bias costs 1-3% over the bare product and a GELU 12-13%, where the register store costs 8% and
+25-29% (bf16 and fp16, 4096^3, H200, 2026-11-28; docs/models.md). A split-K pick (step 23)
+applies it in its sum of the parts; a smaller tile, in its register store.
+What the pick's kernel cannot take (steps 13 and 24 in 16-bit) stays Relax operators, which
+FuseOps fuses into one elementwise kernel that dlight schedules; for the TensorIR steps the dlight
+rule fuses it (schedules/integration/ladder_rule.py).
 
 Which kernels a model can take: those whose build needs none of the ladder's own lowering passes
 (``schedules.device_passes`` empty), because a model is lowered by one TIR pipeline for all its
@@ -36,8 +50,7 @@ measurements as always. The Hopper rungs (15-22) need the module built for sm_90
 arch they are not candidates. A matmul nothing can take (a batched weight, a dynamic shape,
 another dtype, a 16-bit product asked for in float32, a shape with no allowed step) is left as it
 was, for dlight. In 16-bit every pick is placed here, the mma.sync step 13 too: the dlight rule
-(and with it the fused epilogue) is fp32's so far (issue 50), so a 16-bit product's bias and
-activation run as dlight's fused elementwise kernel after it.
+is fp32's.
 """
 
 from __future__ import annotations
@@ -57,6 +70,11 @@ PASS_CONFIG = ladder_rule.PASS_CONFIG
 OPAQUE = 8  # relax's OpPatternKind kOpaque: FuseOps fuses nothing into a call of it
 
 _MATMUL = tvm.ir.Op.get("relax.matmul")
+_ADD = tvm.ir.Op.get("relax.add")
+_GELU = tvm.ir.Op.get("relax.nn.gelu")
+# The Hopper rungs whose store writes registers to global memory hand a product with an epilogue
+# to this one, which stages it in shared memory and stores it with TMA (the docstring's numbers).
+TMA_STORE_STEP = 22
 
 
 # The tensors' dtype each precision takes (fp32 and tf32: fp32 inputs; fp16 and bf16 their own).
@@ -85,18 +103,111 @@ def in_model(step, M: int, N: int, K: int, precision: str = "fp32") -> bool:
     return not device_passes(step, step.default_config(M, N, K, precision), K)
 
 
-def kernel(M: int, N: int, K: int, precision: str, arch: str, gpu: str | None = None):
-    """(the Choice, its scheduled PrimFunc, a name for it) for one matmul of a model;
-    ConfigError if no step is allowed."""
+def epilogue_step(step, cfg, M: int, N: int, K: int, dtype: str):
+    """(step, config) whose kernel stores the pick's product with a fused epilogue, or None where
+    the pick takes none: step 22 where the pick is a rung that stores from registers (20, 21, 23
+    in one part) on step 22's own tile (256 x 128) and TMA can address the output; else the pick
+    itself if it is an epilogue rung (a smaller tile keeps its kernel: step 22's tile would leave
+    SMs idle at few tokens, 24 blocks at 128 x 3072)."""
+    from .. import EPILOGUE_RUNGS, step22_tma_store, step23_split_k_wgmma
+    from ..transforms import wgmma
+
+    store = get_step(TMA_STORE_STEP)
+    staged = store.default_config(M, N, K, dtype)
+    one_part = step.number == 23 and step23_split_k_wgmma.parts(wgmma.plan(M, N, K, cfg, dtype), cfg.split_k)[1] == 1
+    if ((step.number in (20, 21) or one_part) and (cfg.block_m, cfg.block_n) == (staged.block_m, staged.block_n)
+            and step22_tma_store.tma_store_fits(M, N, dtype)):
+        return store, staged
+    return (step, cfg) if step.number in EPILOGUE_RUNGS else None
+
+
+def _epilogue_tag(ep) -> str:
+    return "" if ep is None else "_" + "_".join(
+        t for t, on in (("bias", ep.bias), ("res", ep.reads_c), (ep.activation or "", ep.activation)) if on)
+
+
+def kernel(M: int, N: int, K: int, precision: str, arch: str, gpu: str | None = None, epilogue=None):
+    """(the step, its scheduled PrimFunc, a name for it) for one matmul of a model, with `epilogue`
+    (an Epilogue) fused into its store (``epilogue_step``'s kernel); ConfigError if no step is
+    allowed, or where the pick's kernel takes no fused epilogue."""
     hopper_ok = arch == "sm_90a"
     choice = dispatch.choose(M, N, K, precision, "sm_90" if arch == "sm_90a" else arch, STEPS, gpu,
                              allow=lambda s: in_model(s, M, N, K, precision) and (s.arch is None or hopper_ok))
     dtype = precision if precision in dispatch.SIXTEEN_BIT else "fp32"
-    sch = choice.step.schedule(M, N, K, choice.config, dtype=dtype)
-    name = f"ladder_step{choice.step.number}_{M}x{N}x{K}" + ("" if dtype == "fp32" else f"_{dtype}")
+    step, cfg = choice.step, choice.config
+    if epilogue is not None:
+        fused = epilogue_step(step, cfg, M, N, K, dtype)
+        if fused is None:
+            raise ConfigError(f"step {step.number}'s kernel takes no fused epilogue")
+        step, cfg = fused
+    sch = step.schedule(M, N, K, cfg, epilogue, dtype=dtype)
+    name = f"ladder_step{step.number}_{M}x{N}x{K}" + ("" if dtype == "fp32" else f"_{dtype}") + _epilogue_tag(epilogue)
     func = sch.mod["main"].with_attrs({"global_symbol": name, "tirx.is_scheduled": True, "op_pattern": OPAQUE,
-                                       "ladder.step": choice.step.number})
-    return choice, func, name
+                                       "ladder.step": step.number})
+    return step, func, name
+
+
+class Chain:
+    """A matmul and what follows it that a store can apply (``epilogue_chains``)."""
+
+    def __init__(self, matmul, bias=None, residual=None, gelu=False, absorbed=()):
+        self.matmul, self.bias, self.residual, self.gelu, self.absorbed = matmul, bias, residual, gelu, absorbed
+
+    @property
+    def epilogue(self):
+        from ..transforms.epilogue import Epilogue
+
+        return Epilogue(bias=self.bias is not None, activation="gelu" if self.gelu else None,
+                        beta=1.0 if self.residual is not None else 0.0)
+
+
+def epilogue_chains(func, dtype: str) -> dict:
+    """{the last var of a chain: Chain} in `func`'s dataflow blocks: a matmul of `dtype` tensors,
+    then, each optional, R.add of a [N] bias, R.add of a residual of the product's shape (either
+    operand order), R.nn.gelu; each var folded in has one user, the next op, and is local to
+    its block. Only chains with at least one op after the matmul."""
+    chains = {}
+    blocks = getattr(func.body, "blocks", [])
+    for block in blocks:
+        if not isinstance(block, relax.DataflowBlock):
+            continue
+        users = relax.analysis.udchain(block)
+        value = {b.var: b.value for b in block.bindings if isinstance(b, relax.VarBinding)}
+
+        def only_user(var):
+            """The binding var of `var`'s one user, where it is local and used once."""
+            use = users.get(var, [])
+            return use[0] if isinstance(var, relax.DataflowVar) and len(use) == 1 and use[0] in value else None
+
+        def other(call, var):
+            """The operand of a binary `call` that is not `var` (None where both are)."""
+            a, b = call.args
+            return b if a.same_as(var) and not b.same_as(var) else a if b.same_as(var) and not a.same_as(var) else None
+
+        for var, call in value.items():
+            if not (isinstance(call, relax.Call) and call.op == _MATMUL):
+                continue
+            shape = static_shape(var, dtype)
+            if shape is None:
+                continue
+            chain, end, absorbed = Chain(call), var, []
+            nxt = only_user(end)
+            if nxt is not None and isinstance(value[nxt], relax.Call) and value[nxt].op == _ADD:
+                b = other(value[nxt], end)
+                if b is not None and static_shape(b, dtype) == (shape[-1],):
+                    chain.bias, end, absorbed = b, nxt, absorbed + [end]
+                    nxt = only_user(end)
+            if nxt is not None and isinstance(value[nxt], relax.Call) and value[nxt].op == _ADD:
+                r = other(value[nxt], end)
+                if r is not None and static_shape(r, dtype) == shape:
+                    chain.residual, end, absorbed = r, nxt, absorbed + [end]
+                    nxt = only_user(end)
+            if nxt is not None and isinstance(value[nxt], relax.Call) and value[nxt].op == _GELU:
+                chain.gelu, end, absorbed = True, nxt, absorbed + [end]
+            if absorbed:
+                chain.absorbed = tuple(absorbed)
+                chains[end] = chain
+    return chains
 
 
 @mutator
@@ -104,31 +215,82 @@ class _Dispatcher(PyExprMutator):
     def __init__(self, mod, precision: str, arch: str, gpu: str | None, kernels_only: bool):
         super().__init__(mod)
         self.precision, self.arch, self.gpu, self.kernels_only = precision, arch, gpu, kernels_only
-        self.kernels: dict[tuple[int, int, int], tvm.ir.GlobalVar] = {}
+        self.kernels: dict[tuple, tvm.ir.GlobalVar] = {}
         self.chosen: list[tuple[tuple[int, int, int], int]] = []
+        self.chains: dict = {}  # the last var of each chain taken: (Chain, its kernel)
+        self.absorbed: set = set()
+
+    def _operands(self, call):
+        """(x, w, M, N, K, x's shape) of a matmul the pass can take, or None."""
+        x, w = call.args
+        dtype = TENSOR_DTYPE[self.precision]
+        xs, ws = static_shape(x, dtype), static_shape(w, dtype)
+        if xs is None or ws is None or len(xs) < 2 or len(ws) != 2 or xs[-1] != ws[0]:
+            return None
+        if call.attrs.out_dtype is not None and str(call.attrs.out_dtype) not in ("", "void", dtype):
+            return None  # a product asked for in another dtype (e.g. bf16 operands, float32 out)
+        return x, w, math.prod(xs[:-1]), ws[1], xs[-1], xs
+
+    def _gv(self, M, N, K, epilogue=None):
+        """The module's function for (M, N, K) with `epilogue`, added once; ConfigError where no
+        step (or no fused epilogue) takes it."""
+        key = (M, N, K, _epilogue_tag(epilogue))
+        if key not in self.kernels:
+            step, func, name = kernel(M, N, K, self.precision, self.arch, self.gpu, epilogue)
+            if self.kernels_only and step.schedules_a_block and self.precision not in dispatch.SIXTEEN_BIT:
+                # the dlight rule's (schedules/integration/ladder_rule.py), which fuses its epilogue
+                raise ConfigError("a TensorIR step's: the dlight rule's")
+            self.kernels[key] = self.builder_.add_func(func, name)
+            self.chosen.append(((M, N, K), step.number))
+        return self.kernels[key]
+
+    def take_chains(self, func):
+        """Decide, before rewriting `func`, which epilogue chains go into a kernel's store."""
+        for end, chain in epilogue_chains(func, TENSOR_DTYPE[self.precision]).items():
+            ops = self._operands(chain.matmul)
+            if ops is None:
+                continue
+            _, _, M, N, K, _ = ops
+            try:
+                gv = self._gv(M, N, K, chain.epilogue)
+            except ConfigError:
+                continue
+            self.chains[end] = (chain, gv)
+            self.absorbed.update(chain.absorbed)
+
+    def visit_var_binding_(self, binding):
+        var = binding.var
+        if var in self.absorbed:
+            return  # folded into its chain's kernel, bound at the chain's end
+        if var not in self.chains:
+            return super().visit_var_binding_(binding)
+        chain, gv = self.chains[var]
+        x, w, M, N, K, xs = self._operands(chain.matmul)
+        dtype = TENSOR_DTYPE[self.precision]
+        flat = lambda e: e if len(xs) == 2 else self.builder_.emit(relax.op.reshape(self.visit_expr(e), (M, -1)))  # noqa: E731
+        args = [flat(x), self.visit_expr(w)]
+        if chain.bias is not None:
+            args.append(self.visit_expr(chain.bias))
+        if chain.residual is not None:
+            args.append(flat(chain.residual))
+        out = relax.call_tir(gv, args, relax.TensorType((M, N), dtype))
+        if len(xs) != 2:
+            out = relax.op.reshape(self.builder_.emit(out), (*xs[:-1], N))
+        self.builder_.emit_normalized(relax.VarBinding(var, self.builder_.normalize(out)))
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
         if call.op != _MATMUL:
             return call
-        x, w = call.args
-        dtype = TENSOR_DTYPE[self.precision]
-        xs, ws = static_shape(x, dtype), static_shape(w, dtype)
-        if xs is None or ws is None or len(xs) < 2 or len(ws) != 2 or xs[-1] != ws[0]:
+        ops = self._operands(call)
+        if ops is None:
             return call
-        if call.attrs.out_dtype is not None and str(call.attrs.out_dtype) not in ("", "void", dtype):
-            return call  # a product asked for in another dtype (e.g. bf16 operands, float32 out)
-        M, K, N = math.prod(xs[:-1]), xs[-1], ws[1]
-        if (M, N, K) not in self.kernels:
-            try:
-                choice, func, name = kernel(M, N, K, self.precision, self.arch, self.gpu)
-            except ConfigError:  # no allowed step for it: dlight's
-                return call
-            if self.kernels_only and choice.step.schedules_a_block and self.precision not in dispatch.SIXTEEN_BIT:
-                return call  # the dlight rule's (schedules/integration/ladder_rule.py), which fuses its epilogue
-            self.kernels[(M, N, K)] = self.builder_.add_func(func, name)
-            self.chosen.append(((M, N, K), choice.step.number))
-        gv = self.kernels[(M, N, K)]
+        x, w, M, N, K, xs = ops
+        dtype = TENSOR_DTYPE[self.precision]
+        try:
+            gv = self._gv(M, N, K)
+        except ConfigError:  # no allowed step for it, or the dlight rule's: dlight's
+            return call
         x2 = x if len(xs) == 2 else self.builder_.emit(relax.op.reshape(x, (M, K)))
         out = relax.call_tir(gv, [x2, w], relax.TensorType((M, N), dtype))
         if len(xs) == 2:
@@ -157,6 +319,7 @@ class DispatchMatmuls:
         rewriter = _Dispatcher(mod, self.precision, self.arch, self.gpu, self.kernels_only)
         for gv, func in mod.functions_items():
             if isinstance(func, relax.Function):
+                rewriter.take_chains(func)
                 rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
         self.chosen = rewriter.chosen
         return rewriter.builder_.get()
@@ -197,4 +360,5 @@ def steps_used(mod) -> dict[str, int]:
             if isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "ladder.step" in f.attrs}
 
 
-__all__ = ["DispatchMatmuls", "PASS_CONFIG", "PRECISIONS", "kernel", "pipeline", "steps_used", "in_model", "get_step"]
+__all__ = ["DispatchMatmuls", "PASS_CONFIG", "PRECISIONS", "Chain", "epilogue_chains", "epilogue_step", "kernel",
+           "pipeline", "steps_used", "in_model", "get_step"]

@@ -5,6 +5,8 @@
     python -m steps.epilogue --save                  # results/<gpu>/epilogue.json and epilogue.txt
     python -m steps.epilogue --step 20 --dtype bf16 --sizes 4096 --save   # a Hopper rung in bf16:
                                                      # results/<gpu>/bf16/epilogue_step20.json and .txt
+    python -m steps.epilogue --step 22 --dtype bf16 --sizes 4096 --activation none --save
+                                                     # a bias only: .../bf16/epilogue_step22_bias.*
 
 Three kernels per size, from one step and config (schedules/transforms/epilogue.py): the bare matmul
 (C = A @ B); the same with the epilogue fused into its store (D = act(alpha*AB + bias + beta*C_in),
@@ -44,7 +46,7 @@ BAR = 1.03  # issue 31: the fused kernel at most 3% over the bare one at 2048^3 
 def parser() -> argparse.ArgumentParser:
     p = options.new_parser(PROG, __doc__.strip())
     p.add_argument("--step", type=int, default=11,
-                   help="the step whose kernel takes the epilogue (1-13, or the Hopper rungs 20, 21, 23; default 11)")
+                   help="the step whose kernel takes the epilogue (1-13, or the Hopper rungs 20-23; default 11)")
     p.add_argument("--sizes", type=options._positive, nargs="+", default=[2048, 4096], metavar="N",
                    help="square sizes N (N x N x N; default 2048 4096)")
     p.add_argument("--activation", choices=[a or "none" for a in ACTIVATIONS], default="gelu")
@@ -156,6 +158,19 @@ def format_report(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def saved_names(step: int, dtype: str, ep: Epilogue) -> tuple[str, str]:
+    """Step 11 in fp32 with bias + GELU keeps the first files' names; another step or dtype its
+    own, in the dtype's folder; another epilogue adds what it has (bias, res, relu, alpha)."""
+    default = Epilogue(bias=True, activation="gelu")
+    tag = "" if ep == default else "_" + "_".join(
+        [t for t, on in (("bias", ep.bias), ("res", ep.reads_c), (ep.activation or "", ep.activation),
+                         ("alpha", ep.alpha != 1)) if on] or ["none"])
+    if (step, dtype) == (11, "fp32") and not tag:
+        return JSON_NAME, TEXT_NAME
+    folder = "" if dtype == "fp32" else f"{dtype}/"
+    return tuple(f"{folder}{n.replace('.', f'_step{step}{tag}.')}" for n in (JSON_NAME, TEXT_NAME))
+
+
 @quiet_broken_pipe
 def main(argv: list[str] | None = None) -> int:
     try:
@@ -185,9 +200,5 @@ def main(argv: list[str] | None = None) -> int:
            "epilogue": {"bias": ep.bias, "activation": ep.activation, "alpha": ep.alpha, "beta": ep.beta,
                         "describe": ep.describe()},
            "rounds": args.rounds, "repeat": args.repeat, "sizes": sizes}
-    # Step 11 in fp32 keeps the first files' names; another step or dtype its own, in the dtype's folder.
-    json_name, text_name = JSON_NAME, TEXT_NAME
-    if (step.number, args.dtype) != (11, "fp32"):
-        folder = "" if args.dtype == "fp32" else f"{args.dtype}/"
-        json_name, text_name = (f"{folder}{n.replace('.', f'_step{step.number}.')}" for n in (JSON_NAME, TEXT_NAME))
+    json_name, text_name = saved_names(step.number, args.dtype, ep)
     return options.report_and_save(doc, format_report(doc), failed, args.save, args.results_dir, json_name, text_name)

@@ -27,9 +27,9 @@ plain run (``model_cuda_graph.*``), never in its place.
 
 ``--dtype bf16`` / ``fp16`` (issue 50) builds the block in that dtype (weights, input and every
 tensor: Relax's nn frontend, as a 16-bit model is exported), the ladder's way with the table's
-16-bit rows (``schedules.fastest(..., precision=)``, every pick placed at the Relax level; the
-bias, GELU and residual add stay dlight's fused elementwise kernels: the fused 16-bit epilogue is
-issue 50's next piece), and torch eager in the dtype. The check is against the float64 block on
+16-bit rows (``schedules.fastest(..., precision=)``, every pick placed at the Relax level, the
+bias, GELU and residual add fused into its store where the pick's kernel takes an epilogue:
+relax_dispatch.epilogue_chains), and torch eager in the dtype. The check is against the float64 block on
 the same 16-bit weights and input: every way within twice torch's own error there (where torch
 runs), and within TOLERANCE_16 in any case. Saved in results/<gpu>/<dtype>/.
 """
