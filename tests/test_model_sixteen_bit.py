@@ -259,3 +259,21 @@ def test_a_bf16_block_builds_replayed_from_a_cuda_graph_both_ways():
         graph, chosen = block.compile_block(mod, way, "sm_90a", cuda_graph=True, precision="bf16")
         assert "vm.builtin.cuda_graph.run_or_capture" in graph.as_text()
         assert (way == "dlight") == (chosen == [])
+
+
+def test_a_2d_chain_that_is_the_functions_output_becomes_one_call():
+    x = relax.Var("x", relax.TensorType((4096, 1024), "bfloat16"))
+    w = relax.Var("w", relax.TensorType((1024, 1024), "bfloat16"))
+    b = relax.Var("b", relax.TensorType((1024,), "bfloat16"))
+    r = relax.Var("r", relax.TensorType((4096, 1024), "bfloat16"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w, b, r]):
+        with bb.dataflow():
+            biased = bb.emit(relax.op.add(bb.emit(relax.op.matmul(x, w)), b))
+            out = bb.emit_output(relax.op.nn.gelu(bb.emit(relax.op.add(r, biased))))
+        bb.emit_func_output(out)
+    dispatch = relax_dispatch.DispatchMatmuls(arch="sm_90a", precision="bf16")
+    text = dispatch(bb.get())["main"].script()
+    (step,) = [s for _, s in dispatch.chosen]
+    assert f"R.call_tir(ladder_step{step}_4096x1024x1024_bf16_bias_res_gelu, (x, w, b, r)" in text
+    assert "R.add" not in text and "R.nn.gelu" not in text and "R.matmul" not in text

@@ -267,7 +267,8 @@ class _Dispatcher(PyExprMutator):
         chain, gv = self.chains[var]
         x, w, M, N, K, xs = self._operands(chain.matmul)
         dtype = TENSOR_DTYPE[self.precision]
-        flat = lambda e: e if len(xs) == 2 else self.builder_.emit(relax.op.reshape(self.visit_expr(e), (M, -1)))  # noqa: E731
+        flat = lambda e: (self.visit_expr(e) if len(xs) == 2  # noqa: E731
+                          else self.builder_.emit(relax.op.reshape(self.visit_expr(e), (M, -1))))
         args = [flat(x), self.visit_expr(w)]
         if chain.bias is not None:
             args.append(self.visit_expr(chain.bias))
