@@ -168,7 +168,7 @@ class StagedOutput:
 def staged_value(plan: StorePlan, out: StagedOutput, acc, row, col):
     """The fp32 value staged for C[row, col]: the sum, or the epilogue of it (wgmma.stored's,
     before the rounding that store_shared does). A chunk's rows and columns past C's edge are
-    staged too (TMA clips the store), so the epilogue's reads are clamped into C."""
+    staged too (TMA clips the store), so the epilogue's reads of bias and C_in are clamped into them."""
     if out.fused is None:
         return acc
     return plan.epilogue.value(acc, T.min(row, plan.M - 1), T.min(col, plan.N - 1), out.fused.bias, out.fused.c_in)
