@@ -255,7 +255,7 @@ def consume_units(plan: Plan, multiply, split: int):
 # encoded on the host before the launch, so the planner took them for dead at the launch and gave
 # the workspace the padded B's memory: wrong sums at 997 x 1009 x 1013, 4096 x 1 x 4096 and
 # 8192 x 1 x 1024 (H100, 2026-11-27, relative error up to 5.5). The second kernel's first thread
-# therefore prefetches one line of each operand into L2 (wgmma.keep_live): a use after the GEMM
+# therefore prefetches one line of each operand into L2 (wgmma.keep_operands_live): a use after the GEMM
 # that keeps them live.
 
 
@@ -263,7 +263,7 @@ def reduce_partials(plan: Plan, split: int):
     """A macro, the second kernel: C[m, n] = the sum of W[p M + m, n] over the parts, one thread
     per element of C (consecutive threads along n: every load and store coalesced), rounded to
     C's dtype once (a fused epilogue applied to the sum first: wgmma.stored); its first thread
-    keeps the GEMM's operands live (``wgmma.keep_live``)."""
+    keeps the GEMM's operands live (``wgmma.keep_operands_live``)."""
     M, N = plan.M, plan.N
     total = M * N
 
@@ -276,8 +276,7 @@ def reduce_partials(plan: Plan, split: int):
                     T.writes(C[0:M, 0:N])
                     s = T.sblock_alloc_buffer((1,), "float32", scope="local")
                     if bx == 0 and tx == 0:
-                        T.evaluate(wgmma.keep_live(T.address_of(A_op[0, 0])))
-                        T.evaluate(wgmma.keep_live(T.address_of(B_op[0, 0])))
+                        wgmma.keep_operands_live(A_op, B_op)
                     if bx * REDUCE_THREADS + tx < total:
                         s[0] = T.float32(0)
                         for p in T.serial(split):

@@ -421,13 +421,23 @@ def keep_live(addr):
     return T.cuda.func_call("prefetch_l2", addr, source_code=PREFETCH_L2)
 
 
+# A macro for the first thread of a kernel after the GEMM (step 23's sum of the parts, the
+# unfused epilogue): a use of the GEMM's operands after it, so TVM's storage planner does not
+# give their memory (read by the GEMM only through tensor maps) to a buffer allocated after them
+# (step 23's notes say what that cost).
+@T.macro
+def keep_operands_live(A_op, B_op):
+    T.evaluate(keep_live(T.address_of(A_op[0, 0])))
+    T.evaluate(keep_live(T.address_of(B_op[0, 0])))
+
+
 EPILOGUE_THREADS = 256
 
 
 def separate_epilogue(p: Plan):
     """A macro, the epilogue unfused (what fusing is measured against): a kernel after the GEMM,
     one element of D per thread from C in its dtype; its first thread keeps the GEMM's operands
-    live (``keep_live``): C is allocated after them."""
+    live (``keep_operands_live``): C is allocated after them."""
     M, N = p.M, p.N
     total = M * N
 
@@ -439,8 +449,7 @@ def separate_epilogue(p: Plan):
                     T.reads(C[0:M, 0:N], A_op[0:1, 0:1], B_op[0:1, 0:1])
                     T.writes(out[0:M, 0:N])
                     if bx == 0 and tx == 0:
-                        T.evaluate(keep_live(T.address_of(A_op[0, 0])))
-                        T.evaluate(keep_live(T.address_of(B_op[0, 0])))
+                        keep_operands_live(A_op, B_op)
                     if bx * EPILOGUE_THREADS + tx < total:
                         output(out)[(bx * EPILOGUE_THREADS + tx) // N, (bx * EPILOGUE_THREADS + tx) % N] = stored(
                             p, out, widened(p, C[(bx * EPILOGUE_THREADS + tx) // N, (bx * EPILOGUE_THREADS + tx) % N]),
