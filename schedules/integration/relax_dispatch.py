@@ -122,8 +122,7 @@ def epilogue_step(step, cfg, M: int, N: int, K: int, dtype: str):
 
 
 def _epilogue_tag(ep) -> str:
-    return "" if ep is None else "_" + "_".join(
-        t for t, on in (("bias", ep.bias), ("res", ep.reads_c), (ep.activation or "", ep.activation)) if on)
+    return "" if ep is None else f"_{ep.tag()}"
 
 
 def kernel(M: int, N: int, K: int, precision: str, arch: str, gpu: str | None = None, epilogue=None):

@@ -74,6 +74,13 @@ class Epilogue:
         """The kernel's parameters, in order: A, B, then what the epilogue reads, then D."""
         return ("A", "B") + (("bias",) if self.bias else ()) + (("C_in",) if self.reads_c else ()) + ("D",)
 
+    def tag(self) -> str:
+        """A name for file and function names: what it has, in order (bias, res, the activation,
+        alpha), or "none"."""
+        parts = [t for t, on in (("bias", self.bias), ("res", self.reads_c), (self.activation or "", self.activation),
+                                 ("alpha", self.alpha != 1)) if on]
+        return "_".join(parts) or "none"
+
     def describe(self) -> str:
         terms = [f"{self.alpha:g}*acc" if self.alpha != 1 else "acc"]
         if self.bias:

@@ -162,9 +162,7 @@ def saved_names(step: int, dtype: str, ep: Epilogue) -> tuple[str, str]:
     """Step 11 in fp32 with bias + GELU keeps the first files' names; another step or dtype its
     own, in the dtype's folder; another epilogue adds what it has (bias, res, relu, alpha)."""
     default = Epilogue(bias=True, activation="gelu")
-    tag = "" if ep == default else "_" + "_".join(
-        [t for t, on in (("bias", ep.bias), ("res", ep.reads_c), (ep.activation or "", ep.activation),
-                         ("alpha", ep.alpha != 1)) if on] or ["none"])
+    tag = "" if ep == default else f"_{ep.tag()}"
     if (step, dtype) == (11, "fp32") and not tag:
         return JSON_NAME, TEXT_NAME
     folder = "" if dtype == "fp32" else f"{dtype}/"
