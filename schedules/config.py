@@ -839,6 +839,39 @@ class WgmmaSplitKConfig(WgmmaPersistentConfig):
         super().validate(M, N, K)
 
 
+# Step 26's partial sums in shared memory: block_m rows of block_n fp32 values and this many more,
+# so the rows of one 8-row group of accumulator registers fall in different banks.
+PARTIAL_PAD = 4
+CLUSTER_SPLITS = (2, 4, 8)  # blocks per cluster (8: the portable cluster size)
+
+
+@dataclass(frozen=True)
+class WgmmaClusterSplitConfig(WgmmaSplitKConfig):
+    """Step 26: step 23's split of K, its parts on the `split_k` blocks of a cluster, one block per
+    part of one tile (a block per (tile, part), not a persistent walk: `ctas` is unused); each writes its
+    fp32 partial sum to its own shared memory and adds a slice of the tile's rows from all of them
+    (distributed shared memory) into C."""
+
+    block_m: int = 128
+    block_n: int = 64
+    stages: int = 8  # type: ignore[assignment]
+    split_k: int = 4
+
+    @property
+    def partial_bytes(self) -> int:
+        return self.block_m * (self.block_n + PARTIAL_PAD) * FLOAT_BYTES
+
+    @property
+    def shared_bytes(self) -> int:
+        return super().shared_bytes + self.partial_bytes
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if self.split_k not in CLUSTER_SPLITS or isinstance(self.split_k, bool):
+            raise ConfigError(f"split_k must be {', '.join(map(str, CLUSTER_SPLITS))} (the blocks of a cluster), "
+                              f"got {self.split_k!r}")
+        super().validate(M, N, K)
+
+
 @dataclass(frozen=True)
 class WgmmaClusterConfig(WgmmaPersistentConfig):
     """Step 21: step 20's persistent kernel in clusters of two blocks side by side in N (the same

@@ -18,7 +18,7 @@ import pytest
 
 import schedules
 from schedules import ConfigError
-from schedules.config import (Wgmma3xTF32Config, Wgmma3xTF32PersistentConfig, WgmmaClusterConfig, WgmmaConfig, WgmmaPersistentConfig,
+from schedules.config import (Wgmma3xTF32Config, Wgmma3xTF32PersistentConfig, WgmmaClusterConfig, WgmmaClusterSplitConfig, WgmmaConfig, WgmmaPersistentConfig,
                               WgmmaPipelineConfig, WgmmaRegisterAConfig, WgmmaSplitKConfig, WgmmaTmaStoreConfig)
 from steps.commands import ladder
 from steps.measure import harness, nvcc
@@ -44,18 +44,20 @@ def kernels(src: str) -> list[tuple[str, str, str]]:
     return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
 
 
-def test_the_hopper_rungs_are_15_to_23_and_25():
-    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23, 25]
+def test_the_hopper_rungs_are_15_to_23_25_and_26():
+    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26]
     assert all(s.arch == "sm_90a" and s.tensor_cores for s in HOPPER)
-    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23] and SPLIT_STEP.precision == "fp32"
+    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23, 26] and SPLIT_STEP.precision == "fp32"
     assert all(s.arch is None for s in schedules.STEPS if s.number < 15)
     # Each rung's config is its prior's, or extends it; 15 starts a new kind (warpgroup tiles).
     assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig,
                                           Wgmma3xTF32Config, WgmmaPersistentConfig, WgmmaClusterConfig,
-                                          WgmmaTmaStoreConfig, WgmmaSplitKConfig, Wgmma3xTF32PersistentConfig]
+                                          WgmmaTmaStoreConfig, WgmmaSplitKConfig, Wgmma3xTF32PersistentConfig,
+                                          WgmmaClusterSplitConfig]
     assert issubclass(Wgmma3xTF32Config, WgmmaRegisterAConfig)
     assert issubclass(WgmmaTmaStoreConfig, WgmmaClusterConfig) and issubclass(WgmmaClusterConfig, WgmmaPersistentConfig)
     assert issubclass(WgmmaPersistentConfig, WgmmaRegisterAConfig) and issubclass(WgmmaSplitKConfig, WgmmaPersistentConfig)
+    assert issubclass(WgmmaClusterSplitConfig, WgmmaSplitKConfig)
     assert issubclass(WgmmaRegisterAConfig, WgmmaPipelineConfig) and issubclass(WgmmaPipelineConfig, WgmmaConfig)
     assert all(harness.tolerance(s) == harness.TF32_TOLERANCE for s in HOPPER_TF32)
     assert harness.tolerance(SPLIT_STEP) == harness.tolerance(schedules.get_step(14)) < harness.TF32_TOLERANCE
@@ -107,8 +109,9 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
     assert ("mbarrier.arrive.shared" in src.replace("expect_tx", "")) == cfg.producer
     # B's transposed copy: a kernel of steps 15-17, gone at 18 (register A, C^T = B^T A^T).
     assert ("Bt_ptr" in src) == (step.number < 18)
-    # Step 23 at 256^3 splits K in two: the GEMM writes a workspace, a second kernel sums it.
-    split = getattr(cfg, "split_k", 1) > 1
+    # Step 23 at 256^3 splits K in two: the GEMM writes a workspace, a second kernel sums it
+    # (step 26 splits in a cluster: one kernel, test_hopper_persistent.py).
+    split = getattr(cfg, "split_k", 1) > 1 and step.number == 23
     assert len(kernels(src)) == (1 if step.number >= 18 else 2) + split
     assert ("W_ptr" in src) == split == (step.number == 23 and n == 256)
 
@@ -219,7 +222,7 @@ def test_the_ladder_skips_the_hopper_rungs_elsewhere(capsys):
     kept = ladder.runnable_steps(list(schedules.STEPS), "sm_80")
     assert [s.number for s in kept] == list(range(1, 15)) + [24]
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23, 25: they need a Hopper GPU (sm_90a: wgmma, TMA); "
+    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26: they need a Hopper GPU (sm_90a: wgmma, TMA); "
                    "this is sm_80"]
     assert ladder.runnable_steps(list(schedules.STEPS), "sm_90") == list(schedules.STEPS)
     with pytest.raises(Exception, match="need a Hopper GPU"):
