@@ -273,6 +273,22 @@ def test_a_server_killed_mid_sweep_costs_nothing(launch, tracker):
     assert any("exited (killed by SIGKILL)" in line for line in launch.lines), launch.lines
 
 
+def test_a_session_takes_candidates_in_its_window_or_once_after_a_slow_start(monkeypatch):
+    """Sessions of 6 s, a window of 3 (one 3 s timeout before the end): a session that opened in
+    time takes candidates until 3 s; one whose start alone took longer takes its first candidate
+    until 4.5 s (half its last timeout), never later: a candidate started at 5.7 s of a 6 s
+    session failed at once as a timeout (the tests, on a loaded host)."""
+    now = [0.0]
+    monkeypatch.setattr(rpc.time, "monotonic", lambda: now[0])
+    quick, slow = rpc._Session(None, "s", started=0.0, ready=0.2), rpc._Session(None, "s", started=0.0, ready=3.5)
+    for t, quick_takes, slow_takes in ((1.0, True, True), (3.0, True, True), (3.6, False, True),
+                                       (4.4, False, True), (4.6, False, False), (5.7, False, False)):
+        now[0] = t
+        assert quick.takes_candidates(3.0, 6.0) is quick_takes and slow.takes_candidates(3.0, 6.0) is slow_takes, t
+    slow.measured, now[0] = 1, 3.6
+    assert not slow.takes_candidates(3.0, 6.0)  # it has measured one: renewed as any other
+
+
 def test_a_renewed_session_lets_its_old_one_go_first(launch, tracker, monkeypatch):
     """A client renews its session near the session's end; by then nothing may hold the old
     one: a server serves one session at a time, so a session still held keeps its server busy

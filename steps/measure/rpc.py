@@ -455,11 +455,17 @@ class _Session:
     def age(self) -> float:
         return time.monotonic() - self.started
 
-    def takes_candidates(self, window_s: float) -> bool:
-        """Whether to start a candidate on it: within its first `window_s`, or, when starting it
-        took longer than that (a spawned process on a slow host), until it has measured one,
-        so that it is not renewed over and over."""
-        return self.age() <= window_s or (not self.measured and self.ready - self.started > window_s)
+    def takes_candidates(self, window_s: float, session_s: float) -> bool:
+        """Whether to start a candidate on it: within its first `window_s` (its `session_s` less
+        one candidate's timeout), or, when starting it took longer than that (a spawned process
+        on a slow host), until it has measured one, so that it is not renewed over and over; but
+        then only in the first half of that last timeout, not where the server ends the session
+        under the candidate (one that took 5.7 s of its 6 to open ran one, which failed at once
+        as a timeout: the tests, on a loaded host)."""
+        if self.age() <= window_s:
+            return True
+        late = window_s + (session_s - window_s) / 2
+        return not self.measured and self.ready - self.started > window_s and self.age() < late
 
 
 @dataclass
@@ -676,7 +682,7 @@ class RemoteRunner:
                 candidate = self._todo.get(timeout=POLL_S)
             except queue.Empty:
                 continue
-            if client.session is not None and not client.session.takes_candidates(self.session_s - self.timeout_s):
+            if client.session is not None and not client.session.takes_candidates(self.session_s - self.timeout_s, self.session_s):
                 client.session = None  # new candidates until a timeout_s before the session's end
             if client.session is None:
                 try:
