@@ -34,7 +34,12 @@ results/nvidia-h200/evidence/step26_probe.txt):
   1.03-1.59x step 23 (128 x 1024 x 4096 0.95x) and 0.98-1.31x cuBLAS TF32. The saving, 1.7-4.6
   us, is the second kernel and its launch.
 - Wrong at 4096 x 128 x 4096: 16.07 us, step 23's 16.08 (one part of 64 x 64 tiles), 0.56x
-  cuBLAS; 4 parts of 128 x 128 ran 19.3. The adds were not what limits there.
+  cuBLAS; 4 parts of 128 x 128 ran 19.3. The adds were not what limits there; reading A is.
+  Nsight Compute (the same H200): step 23's kernel (64 x 64, 8 stages, 128 blocks of 256
+  threads) 18.0 us at 1.97 TB/s from DRAM, step 26's (128 x 128, 2 parts, 64 blocks) 20.1 at
+  1.76, and cuBLAS's nvjet_sm90_tst_64x64_64x13_2x1 13.95 at 2.56: the same tile on 128 blocks,
+  but 13 stages of 64 k (230 KB), two consumer warpgroups, clusters of two. Which of the three
+  it owes its speed to is untried (the ring here stops at 8 stages).
 - Step 23 stays ahead where K wants more than 8 parts or a persistent walk over many: 256 x 256 x
   16384 0.59x step 23 (64 blocks, 8 parts of 2048), 512 x 512 x 8192 0.93x, 1024 x 64 x 8192
   0.86x, and where one part of small tiles fills the SMs: 128 x 3072 x 1024 0.85x, 128 x 4096 x
