@@ -5,6 +5,8 @@ and files. On a GPU: tests/test_gpu_model.py."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import tvm
@@ -166,6 +168,23 @@ def test_the_bf16_table_places_its_hopper_picks_in_the_model():
     dispatch(_lifted("bf16"))
     assert sorted(mnk for mnk, _ in dispatch.chosen) == sorted(SHAPES)  # all four: the Hopper rungs build anywhere
     assert any(schedules.get_step(step).arch == "sm_90a" for _, step in dispatch.chosen)
+
+
+def test_a_step_26_pick_builds_in_a_model_with_its_epilogue(monkeypatch):
+    """Step 26 has no measured rows yet; given a table whose bf16 rows pick it at a block's four
+    products (16 tokens), the pass places it, each kernel with its chain's epilogue, and the
+    block builds for sm_90a: what a benchmark that measures it will give a model."""
+    doc = json.loads(schedules.dispatch.TABLE_PATH.read_text())
+    shapes = [(16, 768, 256), (16, 256, 256), (16, 1024, 256), (16, 256, 1024)]
+    doc["gpus"][0]["precisions"]["bf16"] = {"steps": [23, 26], "shapes": [[*s, [2e-3, 1e-3]] for s in shapes]}
+    monkeypatch.setattr(schedules.dispatch, "table", lambda path=None: doc)
+    ex, chosen = block.compile_block(block.relax_block(256, 16, dtype="bf16")[0], "ladder", "sm_90a", precision="bf16")
+    assert sorted(chosen) == sorted((s, 26) for s in shapes)
+    names = {name.split("_kernel")[0] for name in checks.cuda_kernels(_source(ex)) if name.startswith("ladder_step")}
+    assert names == {"ladder_step26_16x768x256_bf16_bias", "ladder_step26_16x256x256_bf16_bias_res",
+                     "ladder_step26_16x1024x256_bf16_bias_gelu", "ladder_step26_16x256x1024_bf16_bias_res"}
+    src = _source(ex)
+    assert src.count("cluster_sum_v4(") >= 4 and "W_ptr" not in src
 
 
 def _one_matmul(x_dtype, w_dtype, out_dtype=None):
