@@ -45,7 +45,7 @@ results/nvidia-h200/evidence/step26_probe.txt):
   0.86x, and where one part of small tiles fills the SMs: 128 x 3072 x 1024 0.85x, 128 x 4096 x
   1024 0.77x, 1000 x 1500 x 700 0.77x.
 - Clusters of 4 and 8 fill fewer SMs than clusters of 2: 128 blocks in clusters of 4 or 8 ran
-  1.2-1.4x the time of 64 blocks of the same tile in fewer parts (``CLUSTER_WAVE``), and parts
+  1.2-1.4x the time of the same work in fewer parts (``CLUSTER_WAVE``), and parts
   shorter than 256 of K lost to fewer, longer ones (``PART_K``). ``default_config`` is the rule
   these measurements chose (calls 2-4 of the evidence): its pick was the fastest config tried, or
   within 6%, at 16 of 19 shapes in bf16; 1.10-1.19x at 256 x 256 x 16384, 128 x 3072 x 1024
@@ -109,11 +109,12 @@ def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaClusterS
     return _config(bm, bn, split)
 
 
-# Blocks in clusters of 2, 4 and 8 that ran as one wave (H200, 2026-11-28): 128 blocks in
-# clusters of 4 or 8 ran 1.2-1.4x the time of 64 blocks of the same tile in clusters of 2 or 4
-# (4096 x 128 x 4096, 512 x 1024 x 4096, 16 x 4096 x 1024), as a second wave would.
+# Blocks in clusters of 2, 4 and 8 that ran as one wave (H200, 2026-11-28, bf16): 128 blocks in
+# clusters of 4 or 8 ran 1.2-1.4x the time of the same work in fewer parts, as a second wave
+# would (512 x 1024 x 4096, 128 x 128 tiles: 4 parts 20.6 us, 2 parts 16.3; 16 x 4096 x 1024:
+# 4 parts 8.2, 2 parts 6.1; 4096 x 128 x 4096: 128 x 128 x 4 parts 19.3, 64 x 128 x 2 parts 16.0).
 CLUSTER_WAVE = {2: HOPPER_SMS, 4: 96, 8: 64}
-PART_K = 256  # K a part at least: 8 parts of 128 ran 1.3x 4 of 256 (16 x 1024 x 1024, bf16)
+PART_K = 256  # K a part at least: 8 parts of 128 ran 1.31x 4 of 256 (16 x 3072 x 1024, bf16)
 HALF_WAVE = 64
 
 
