@@ -39,7 +39,7 @@ results/nvidia-h200/evidence/step26_probe.txt):
   threads) 18.0 us at 1.97 TB/s from DRAM, step 26's (128 x 128, 2 parts, 64 blocks) 20.1 at
   1.76, and cuBLAS's nvjet_sm90_tst_64x64_64x13_2x1 13.95 at 2.56: the same tile on 128 blocks,
   but 13 stages of 64 k (230 KB), two consumer warpgroups, clusters of two. Which of the three
-  it owes its speed to is untried (the ring here stops at 8 stages).
+  it owes its speed to is untried (rings of up to 16 stages build, ``MAX_RING_STAGES``; unmeasured).
 - Step 23 stays ahead where K wants more than 8 parts or a persistent walk over many: 256 x 256 x
   16384 0.59x step 23 (64 blocks, 8 parts of 2048), 512 x 512 x 8192 0.93x, 1024 x 64 x 8192
   0.86x, and where one part of small tiles fills the SMs: 128 x 3072 x 1024 0.85x, 128 x 4096 x

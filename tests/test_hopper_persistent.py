@@ -15,6 +15,7 @@ from schedules.config import (Wgmma3xTF32Config, Wgmma3xTF32PersistentConfig, Wg
                               WgmmaPersistentConfig, WgmmaTmaStoreConfig)
 from schedules.step20_persistent import blocks_for
 from steps.commands import cli
+from steps.measure import nvcc
 
 from .checks import config_error
 
@@ -101,6 +102,20 @@ def test_unaligned_rows_of_c_fall_back_to_step_21(dtype, N):
     src = source(STEP22, 300, N, 200, dtype)
     assert "global.shared::cta.tile.bulk_group" not in src
     assert src == source(STEP21, 300, N, 200, dtype, WgmmaClusterConfig(ctas=STEP22.default_config(300, N, 200, dtype).ctas))
+
+
+@pytest.mark.parametrize("dtype", ("fp32", "bf16"))
+def test_a_ring_as_deep_as_cublas_s_builds(dtype):
+    """13 stages of 64 x 64 tiles (cuBLAS's ring at 4096 x 128 x 4096 in bf16, step 26's
+    docstring): each stage its "full" and "empty" barrier; ptxas spills nothing."""
+    cfg = WgmmaPersistentConfig(block_m=64, block_n=64, stages=13, ctas=128)
+    assert cfg.shared_bytes <= 227 * 1024
+    src = source(STEP20, 4096, 128, 4096, dtype, cfg)
+    init = "tvm_builtin_ptx_mbarrier_init_init_shared_b64("
+    assert src.count(init) - src.count("void " + init) == 2 * 13
+    if nvcc.available():
+        report = nvcc.compile_report(src, "sm_90a")
+        assert report.ok and report.spill_stores == report.stack_bytes == 0, report.log
 
 
 @pytest.mark.parametrize("cfg, words", [
