@@ -25,7 +25,7 @@ outputs that need more than 8 parts (64 x 64 x 65536) stay step 23's.
 
 Measured (H200, driver 580.159.04, TVM 0.27.0.post1, 2026-11-28, kernel time; cuBLAS in the
 dtype, step 23's own config and step 26 at its rule and at other tiles in one process per call;
-results/nvidia-h200/evidence/step26_probe.txt):
+git show e2a3b79:results/nvidia-h200/evidence/step26_probe.txt):
 - Right where predicted, on the small outputs step 23 splits: bf16 at a d = 1024 model's 16 and
   128 tokens, 16 x 1024 x 4096 6.05 us against step 23's 7.84 (1.30x; cuBLAS 6.08),
   16 x 3072 x 1024 5.10 against 7.67 (1.50x), 16 x 4096 x 1024 6.42 against 9.43 (1.47x),
@@ -47,7 +47,7 @@ results/nvidia-h200/evidence/step26_probe.txt):
 - Clusters of 4 and 8 fill fewer SMs than clusters of 2: 128 blocks in clusters of 4 or 8 ran
   1.2-1.4x the time of the same work in fewer parts (``CLUSTER_WAVE``), and parts
   shorter than 256 of K lost to fewer, longer ones (``PART_K``). ``default_config`` is the rule
-  these measurements chose (calls 2-4 of the evidence): its pick was the fastest config tried, or
+  these measurements chose (calls 2-4 of that log): its pick was the fastest config tried, or
   within 6%, at 16 of 19 shapes in bf16; 1.10-1.19x at 256 x 256 x 16384, 128 x 3072 x 1024
   and 128 x 4096 x 1024 (64 x 128 tiles in two parts were faster at the last two).
 - Errors equal step 23's (bf16 1.7e-3, TF32 6.9e-4): the parts are added in fp32 in rank order.
@@ -60,7 +60,7 @@ Run: python -m steps.step26
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tvm.script import tirx as T
 
@@ -291,7 +291,7 @@ def kernel(M: int, N: int, K: int, cfg: WgmmaClusterSplitConfig, dtype: str = "f
     while split > 1 and split > p.KT:  # no part without a slice of K
         split //= 2
     if split == 1:  # K is one slice: step 20's kernel at this tile
-        return persistent_kernel(M, N, K, replace(config.WgmmaPersistentConfig(), block_m=cfg.block_m,
-                                                  block_n=cfg.block_n, stages=min(cfg.stages, 4)), dtype, epilogue, fused)
+        one = config.WgmmaPersistentConfig(block_m=cfg.block_m, block_n=cfg.block_n, stages=min(cfg.stages, 4))
+        return persistent_kernel(M, N, K, one, dtype, epilogue, fused)
     multiply = multiply_transposed(p) if p.sixteen_bit else multiply_register_a(p)
     return wgmma.prim_func(p, cluster_split(p, split, produce_part(p, load_b_boxes(p), split), multiply))
