@@ -6,6 +6,7 @@ held to the dtype's tolerance (docs/sixteen-bit.md). Issue 47's "8 odd or non-sq
 import pytest
 
 import schedules
+from schedules.config import WgmmaPersistentConfig
 from steps.measure import dtypes, harness
 
 from .checks import skip_unless_it_runs_here
@@ -38,3 +39,18 @@ def test_16_bit_step_is_correct_on_odd_shapes(step, dtype, runner, arch):
         errors[(M, N, K)] = runner.check(lib["main"], M, N, K, dtype)
     bad = {shape: e for shape, e in errors.items() if not e <= bound}  # NaN fails too
     assert not bad, f"relative errors above {bound:g}: {bad}"
+
+
+# A deep 16-bit ring (7 stages or more) leaves a wgmma group in flight and hands a stage back two slices behind
+# (Plan.hand_back). The variant one slice behind was wrong on the H100 at every even number of
+# 64-k slices from 10 up (Plan.in_flight): these K give 10, 16 and 17 slices, and one tile walk
+# of several tiles per block (256 x 256 in 64 x 64 tiles on 8 blocks).
+@pytest.mark.parametrize("K", [640, 1024, 1088])
+@pytest.mark.parametrize("dtype", dtypes.SIXTEEN_BIT)
+def test_a_deep_16_bit_ring_with_a_wgmma_group_in_flight_is_correct(K, dtype, runner, arch):
+    step = schedules.get_step(20)
+    skip_unless_it_runs_here(step, arch)
+    cfg = WgmmaPersistentConfig(block_m=64, block_n=64, stages=8, ctas=8)
+    lib = schedules.build(20, 256, 256, K, arch=arch, config=cfg, dtype=dtype)
+    error = runner.check(lib["main"], 256, 256, K, dtype)
+    assert error <= dtypes.TOLERANCE[dtype], f"relative error {error:g} at 256x256x{K}"
