@@ -34,8 +34,9 @@ step 20 at 836 against 645 TFLOP/s at 4096^3 bf16 in the same rounds (766 agains
 8192^3). The accumulator's store, 128 scattered 2-byte stores per thread while no wgmma runs,
 is step 22's idea. Also measured: 128 blocks rather than 132 (``blocks_for``) 0-5% faster in
 every round where the two differed by more than the noise (512 tiles: 4 waves either way); the
-16-bit wait_group 1 (``Plan.in_flight``), tried here, was right at 4096^3 but no faster (on
-4-stage rings; deeper ones below).
+16-bit wait_group 1 (``Plan.in_flight``), tried here, was right at 4096^3 but no faster. (Later,
+on small tiles in deep rings, a group in flight was 1.06-1.20x faster and wrong at some depths:
+``Plan.in_flight``.)
 Nsight Compute (4096^3, one launch, clocks as the board sets them: 1.60-1.63 GHz under the
 profiler; NCU="20 21 22" ONLY_TESTS=1 SKIP_TESTS=1 bash tools/device_run.sh, 2026-11-27;
 the figures: results/nvidia-h100-80gb-hbm3/evidence/ncu_steps20-22.txt): bf16 185 us, the tensor
@@ -44,30 +45,6 @@ at a barrier (the consumers' warpgroup syncs around wgmma), 2.2 on the long scor
 mbarrier waits), 1.2 fixed latency; TF32 344 us, tensor pipe 94.9%, barrier 3.3, long
 scoreboard 1.9, short scoreboard 1.8 (B^T's fragment loads from shared memory). With the pipe
 this busy, what the persistent grid could win at 4096^3 is the few percent it won.
-
-Small tiles over a long K (2026-11-28, H200; ``accumulate_tile``, ``Plan.hand_back``). Where the
-wgmma rungs run 64 x 64 tiles in 8 stages (step 23's 16-bit picks for tall-skinny and short-wide
-shapes), they are memory-bound, and Nsight Compute put step 23 at 1.97 TB/s from DRAM at 4096 x
-128 x 4096 bf16 against cuBLAS's 2.56 on the same tile in 13 stages (step 26's docstring).
-Predicted: a ring as deep as cuBLAS's closes most of it. Measured: 13 stages slower (19.82
-against 16.00 us); what held the kernel was the 16-bit consumer waiting for each slice's wgmma
-before it issued the next (``Plan.in_flight``: 0). A ring of 7 or more stages now keeps one
-wgmma group in flight and hands its stages back two slices behind. Both in one process (bf16,
-each step's default config, kernel time, us; hb: host-bound, an upper bound):
-
-| shape | step | tile, stages, split | waiting | one group in flight | x cuBLAS |
-|---|---|---|---:|---:|---:|
-| 4096 x 128 x 4096 | 23 | 64 x 64, 8, 1 | 16.10 | 13.40 | 0.68 |
-| 128 x 4096 x 4096 | 23 | 64 x 64, 8, 1 | 16.14 | 13.58 | 0.94 |
-| 512 x 1024 x 4096 | 23 | 128 x 64, 8, 2 | 14.48 | 12.45 | 0.77 |
-| 8192 x 128 x 1024 | 23 | 128 x 64, 8, 1 | 7.28 hb | 6.25 hb | 0.86 |
-| 4096 x 16 x 4096 | 26 | 128 x 64, 7, 2 | 17.71 | 15.83 | 0.76 |
-| 64 x 64 x 65536 | 26 | 64 x 64, 8, 8 | 35.14 | 26.15 | 0.31 |
-
-Over 22 shapes step 23 ran 1.06x (geometric mean; 0.96-0.97x at two host-bound ones) and step 26
-1.08x over 13; at 6 stages no difference, at 4 stages 0.95x (1536^3), so shallower rings wait.
-The probes: git show 5bbb8ff:probe/ (tall.py, verify.py), the rounds
-git show 5bbb8ff:results/nvidia-h200/evidence/hand_back_probe.txt.
 
 The rung's own pieces, below: ``tile_loop`` (a block's tiles), ``produce_tiles`` (the producer
 over them), ``consume_tiles`` (a consumer over them; step 21 reuses it with its own walk and
@@ -175,11 +152,9 @@ def accumulate_tile(plan: Plan, multiply, release=None, slices: int | None = Non
     from g0 across the block's tiles, every stage handed back, the tile's last one included, so
     the producer is already filling the ring for the next tile while the store runs. `release`
     hands a stage back (step 21's: to both blocks of a cluster)."""
-    stages, acc_n = plan.stages, plan.acc_n
-    in_flight, lag = plan.hand_back  # (1, 2) for a deep 16-bit ring: Plan.hand_back
+    stages, acc_n, in_flight = plan.stages, plan.acc_n, plan.in_flight
     KT = plan.KT if slices is None else slices
     release = release or release_here(plan)
-    two_behind = lag == 2 and KT > 1  # the tile's last two slices go back after the loop
 
     @T.macro
     def accumulate(smem, acc, frag, descA, descB, g0, tid, wg, warp, lane):
@@ -193,12 +168,10 @@ def accumulate_tile(plan: Plan, multiply, release=None, slices: int | None = Non
                                          ((g0 + kt2 * 2 + p) // stages) & 1)
                     multiply(smem, acc, frag, descA, descB, (g0 + kt2 * 2 + p) % stages, p, wg, warp, lane)
                     T.ptx.wgmma.wait_group.sync.aligned(in_flight)
-                    if kt2 * 2 + p > lag - 1:
-                        release(smem, g0 + kt2 * 2 + p - lag, tid)
+                    if kt2 * 2 + p > 0:
+                        release(smem, g0 + kt2 * 2 + p - 1, tid)
         T.ptx.wgmma.wait_group.sync.aligned(0)
-        # The tile's last slices are done too: their stages go back before the store.
-        if two_behind:
-            release(smem, g0 + KT - 2, tid)
+        # The tile's last slice is done too: its stage goes back before the store.
         release(smem, g0 + KT - 1, tid)
         for i in T.unroll(acc_n):
             T.cuda.wgmma.noop_barrier(acc[i])

@@ -107,7 +107,6 @@ def _round_up(a: int, b: int) -> int:
 WGMMA_TYPE = {"float32": "tf32", "float16": "f16", "bfloat16": "bf16"}
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 SWIZZLE_BYTES = 128  # a shared tile's row: one 128-byte swizzle row of k
-LAG_FROM_STAGES = 7  # a 16-bit ring this deep leaves a wgmma group in flight (Plan.hand_back)
 
 
 @dataclass(frozen=True)
@@ -256,29 +255,16 @@ class Plan:
         releasing the stage two slices behind also fixed it. Why was not found (time-boxed;
         results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_in_flight_probe.txt). Waiting for all
         groups costs step 18 nothing at 4096^3 (698 TFLOP/s against the wrong kernel's 664) and 4%
-        at 8192^3 (665 against 691), measured in one process."""
+        at 8192^3 (665 against 691), measured in one process.
+
+        Where it does cost: small tiles in deep rings, memory-bound (64 x 64 in 8 stages at 4096 x
+        128 x 4096). There one group in flight with the stage handed back two slices behind ran
+        step 23 1.06x faster over 22 bf16 shapes (1.20x there; H200, 2026-11-28), but it too gave
+        wrong sums (1.5e-1) at 9, 10 and 12 stages, one case with no stage ever reused (2048 x 256
+        x 640, 12 stages, one tile of 10 slices a block), so what breaks is the group left running,
+        not an early hand-back: git show 10fba2d:results/nvidia-h200/evidence/in_flight_probe.txt.
+        Until the cause is known, 16-bit waits for every group at every depth."""
         return 0 if self.sixteen_bit else 1
-
-    @property
-    def hand_back(self) -> tuple[int, int]:
-        """Step 20's consumer loop (and so steps 21-23 and 26): (wgmma groups left in flight, how
-        many slices behind the one just issued the stage handed back is).
-
-        TF32 (1, 1), and a 16-bit ring of fewer than LAG_FROM_STAGES stages (0, 1), as
-        ``in_flight``. A deeper 16-bit ring (1, 2): the previous slice's wgmma run on while this
-        slice's are issued, and a stage goes back a slice later, the variant that was right on the
-        H100 where (1, 1) was wrong (``in_flight``). It holds two stages of the ring, not one,
-        which 4 stages cannot spare (step 18 0.82x at 4096^3) but 7 or 8 can: small tiles (32 x 64
-        to 128 x 64) over a long K, memory-bound, where a consumer waiting on each slice's wgmma
-        was the limit. Measured (H200, 2026-11-28, bf16, default configs, both kernels in one
-        process): step 23 1.06x over 22 shapes (geometric mean; 4096 x 128 x 4096 16.10 -> 13.40
-        us, 128 x 4096 x 4096 16.14 -> 13.58, 512 x 1024 x 4096 14.48 -> 12.45; 0.96-0.97x at two
-        host-bound shapes), step 26 1.08x over 13 (its 7-stage configs 1.04-1.14x); at 6 stages
-        no difference (64 x 64 tiles split in two on 256 blocks), at 4 stages 0.95x (128 x 128 and
-        128 x 64 tiles at 1536^3). step 20's docstring has the table."""
-        if not self.sixteen_bit:
-            return 1, 1
-        return (1, 2) if self.stages >= LAG_FROM_STAGES else (0, 1)
 
     @property
     def first(self) -> int:
