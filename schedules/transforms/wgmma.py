@@ -263,7 +263,13 @@ class Plan:
         wrong sums (1.5e-1) at 9, 10 and 12 stages, one case with no stage ever reused (2048 x 256
         x 640, 12 stages, one tile of 10 slices a block), so what breaks is the group left running,
         not an early hand-back: git show 10fba2d:results/nvidia-h200/evidence/in_flight_probe.txt.
-        Until the cause is known, 16-bit waits for every group at every depth."""
+        Wrong: more stages than K's slices (12 for 10), or a walk of two tiles of 16 slices in 9,
+        10 or 12 stages; right: 8 stages on any walk, 9-13 for one tile of 16 or 64 slices.
+        CUTLASS's operand fences (an empty asm on every accumulator before wgmma.fence and after
+        wait_group) changed nothing (git show ad95a2f:results/nvidia-h200/evidence/in_flight_fence_probe.txt).
+        Next to look at: the SASS (cuobjdump on the GPU machine) of a right and a wrong ring of
+        the same tile, 10 and 12 stages at 2048 x 256 x 640. Until the cause is known, 16-bit
+        waits for every group at every depth."""
         return 0 if self.sixteen_bit else 1
 
     @property
