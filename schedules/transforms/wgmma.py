@@ -267,8 +267,10 @@ class Plan:
         10 or 12 stages; right: 8 stages on any walk, 9-13 for one tile of 16 or 64 slices.
         CUTLASS's operand fences (an empty asm on every accumulator before wgmma.fence and after
         wait_group) changed nothing (git show ad95a2f:results/nvidia-h200/evidence/in_flight_fence_probe.txt).
-        Next to look at: the SASS (cuobjdump on the GPU machine) of a right and a wrong ring of
-        the same tile, 10 and 12 stages at 2048 x 256 x 640. Until the cause is known, 16-bit
+        The CUDA of the wrong 12-stage ring at 2048 x 256 x 640 does what the right 10-stage one
+        does (each block's one tile: slice kt in stage kt, parity 0, the same descriptors and
+        hand-backs; only the folding of the walk's t = 0 differs), so the ladder's index
+        arithmetic is not it. Next to look at: the SASS of the two (cuobjdump on the GPU machine). Until the cause is known, 16-bit
         waits for every group at every depth."""
         return 0 if self.sixteen_bit else 1
 
