@@ -19,6 +19,7 @@ from schedules.matmul import matmul_epilogue
 
 EPILOGUES = [Epilogue(bias=True), Epilogue(bias=True, activation="relu"), Epilogue(bias=True, activation="gelu"),
              Epilogue(alpha=2.0, beta=-0.5), Epilogue(bias=True, activation="gelu", alpha=0.5, beta=1.0),
+             Epilogue(bias=True, activation="silu"), Epilogue(gate=True), Epilogue(bias=True, activation="silu", gate=True),
              Epilogue()]
 
 
@@ -26,12 +27,16 @@ def reference(a, b, bias, c_in, ep):
     v = ep.alpha * (a.astype(np.float64) @ b.astype(np.float64))
     if ep.bias:
         v = v + bias[None, :]
-    if ep.reads_c:
+    if ep.beta != 0:
         v = v + ep.beta * c_in
     if ep.activation == "relu":
         v = np.maximum(v, 0)
     elif ep.activation == "gelu":
         v = 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))
+    elif ep.activation == "silu":
+        v = v / (1 + np.exp(-v))
+    if ep.gate:
+        v = v * c_in
     return v
 
 
@@ -154,6 +159,11 @@ def test_bad_epilogues_are_one_line():
         Epilogue(alpha=float("nan"))
     assert Epilogue().is_identity and not Epilogue(beta=1).is_identity
     assert Epilogue(bias=True, beta=1).params() == ("A", "B", "bias", "C_in", "D")
+    with pytest.raises(ConfigError, match="gate"):
+        Epilogue(beta=1, gate=True)  # C_in added or multiplied, not both
+    gated = Epilogue(bias=True, activation="silu", gate=True)
+    assert gated.params() == ("A", "B", "bias", "C_in", "D") and not gated.is_identity
+    assert (gated.tag(), gated.describe()) == ("bias_silu_gate", "silu(acc + bias) * C_in")
 
 
 def test_a_measuring_command_saves_whole_or_not_at_all(tmp_path, capsys):
@@ -183,6 +193,25 @@ def test_ptxas_on_the_fused_hopper_store(ep, dtype, step):
     assert report.ok and "C7518" not in report.log, report.log[-2000:]
     gelu_16 = ep.activation == "gelu" and dtype == "bf16" and step == 20
     assert (report.spills == 0 and report.stack_bytes == 0) != gelu_16, report.log[-2000:]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("step, shape", [(20, (4096, 4096, 4096)), (21, (2048, 2048, 2048)), (22, (4096, 4096, 4096)),
+                                         (23, (256, 256, 16384)), (26, (16, 1024, 4096))])
+def test_every_hopper_epilogue_rung_stores_a_gated_pairs_second_product(step, shape, dtype):
+    """D = silu(acc + bias) * C_in (a SwiGLU pair's gate, relax_dispatch's gated chain): in each
+    rung's store, C_in read and multiplied, one SiLU per stored value (the register stores' 128,
+    step 23's sum of the parts and step 26's cluster sum theirs); ptxas spills nothing."""
+    from steps.measure import nvcc
+
+    ep = Epilogue(bias=True, activation="silu", gate=True)
+    src = hopper_source(step, shape, dtype, ep)
+    assert "C_in_ptr" in src and "bias_ptr" in src and "erff(" not in src
+    silu = len(re.findall(r"(?<!_)expf\(", src)) + src.count("__expf(")
+    assert silu == {20: 128, 21: 128, 22: 128, 23: 1, 26: 4}[step], silu
+    if nvcc.available():
+        report = nvcc.compile_report(src, "sm_90a")
+        assert report.ok and report.spills == report.stack_bytes == 0, report.log[-2000:]
 
 
 def test_the_epilogue_command_names_its_files_by_step_dtype_and_epilogue():

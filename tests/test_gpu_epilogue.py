@@ -68,6 +68,34 @@ def test_the_hopper_rungs_epilogue_is_correct_in_every_dtype(step, shape, fused,
     assert harness.relative_error(dtypes.from_device(args[-1], dtype), ref, dtype) <= bound
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("step", schedules.EPILOGUE_RUNGS)
+@pytest.mark.parametrize("shape", [(1000, 1500, 700), (256, 256, 16384), (16, 1024, 4096)])
+def test_a_gated_pairs_second_product_is_correct_in_each_hopper_rung(step, shape, dtype):
+    """D = silu(AB + bias) * C_in (the SwiGLU gate the Relax pass folds: relax_dispatch's gated
+    chain), fused, in bf16 and TF32, against float64."""
+    import tvm
+
+    from steps.measure import dtypes
+
+    if harness.gpu_arch() not in ("sm_90", "sm_90a"):
+        pytest.skip("the Hopper rungs need an sm_90 GPU")
+    M, N, K = shape
+    ep = Epilogue(bias=True, activation="silu", gate=True)
+    lib = schedules.build(step, M, N, K, arch="sm_90a", epilogue=ep, dtype=dtype)
+    rng = np.random.default_rng(13)
+    a, b = dtypes.random_operands(M, N, K, rng, dtype)
+    bias = dtypes.from_float32(rng.uniform(-1, 1, N).astype(np.float32), dtype)
+    gate = dtypes.from_float32(rng.uniform(-1, 1, (M, N)).astype(np.float32), dtype)
+    dev = tvm.cuda(0)
+    args = [dtypes.to_device(tvm, v, dtype, dev) for v in (a, b, bias, gate, dtypes.nan_filled((M, N), dtype))]
+    lib["main"](*args)
+    dev.sync()
+    ref = command.reference(a, b, bias, gate, ep, dtype)
+    bound = harness.TF32_TOLERANCE if dtype == "fp32" else dtypes.tolerance(dtype)
+    assert harness.relative_error(dtypes.from_device(args[-1], dtype), ref, dtype) <= bound
+
+
 def test_the_command_measures_and_checks_a_small_size():
     proc = subprocess.run([sys.executable, "-m", "steps.epilogue", "--sizes", "512", "--rounds", "2", "--repeat", "5",
                            "--activation", "relu", "--beta", "1"], capture_output=True, text=True, timeout=600)

@@ -37,6 +37,15 @@ def test_the_model_replayed_from_cuda_graphs_passes_its_check():
     assert "replayed from a CUDA graph" in proc.stdout and "FAILED" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_the_swiglu_model_runs_and_passes_its_check(dtype):
+    # LLaMA's gated MLP: the pair's SiLU and multiply in a kernel's store where the pick takes an epilogue
+    proc = run("--mlp", "swiglu", "--frontend", "nn", "--dtype", dtype, "--d", "256", "--tokens", "16", "512",
+               "--rounds", "1", "--repeat", "3", "--seed", "7")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "gated MLP (SwiGLU)" in proc.stdout and "FAILED" not in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_the_16_bit_model_runs_and_passes_its_check(dtype):
     # the ladder's way with the table's 16-bit rows, dlight's, and torch eager in the dtype (where installed)

@@ -38,6 +38,25 @@ def test_the_block_in_relax_computes_the_float64_reference_on_the_cpu():
     assert 0.1 < np.abs(ref).mean() < 10
 
 
+def test_the_swiglu_block_in_relax_computes_the_float64_reference_on_the_cpu():
+    """LLaMA's gated MLP (--mlp swiglu): gate and up without bias, F = 8d/3 rounded up to 256."""
+    d, tokens = 96, 8
+    f = block.swiglu_width(d)
+    assert (f, block.swiglu_width(1024), block.swiglu_width(4096)) == (256, 2816, 11008)
+    w = block.weights(d, 1, mlp="swiglu")
+    mod, entry, params = block.relax_block(d, tokens, w, mlp="swiglu")
+    assert [p.shape for p in params] == [(3 * d, d), (3 * d,), (d, d), (d,), (f, d), (f, d), (d, f)]
+    ex = tvm.compile(relax.transform.LiftTransformParams()(mod), target="llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    lifted = vm["forward_transform_params"]([tvm.runtime.tensor(p) for p in params])
+    x = np.random.default_rng(2).uniform(-1, 1, (1, tokens, d)).astype(np.float32)
+    out = vm["forward"](tvm.runtime.tensor(x), *lifted).numpy()
+    ref = block.reference(x, w)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-6
+    mlp = ref - block.reference(x, {**w, "down.weight": np.zeros_like(w["down.weight"])})  # the MLP's share
+    assert 0.01 < np.abs(mlp).mean() and 0.1 < np.abs(ref).mean() < 10
+
+
 def _lifted(d=1024, tokens=1024):
     return relax.transform.LiftTransformParams()(block.relax_block(d, tokens)[0])
 
@@ -153,6 +172,9 @@ def test_cuda_graph_builds_replay_both_ways_and_save_apart():
         assert "cuda_graph" not in plain.as_text() and "vm.builtin.cuda_graph.run_or_capture" in graph.as_text()
     assert command.saved_names(False) == ("model.json", "model.txt", "model.png")
     assert command.saved_names(True) == ("model_cuda_graph.json", "model_cuda_graph.txt", "model_cuda_graph.png")
+    assert command.saved_names(False, "bf16", "swiglu") == ("bf16/model_swiglu.json", "bf16/model_swiglu.txt",
+                                                            "bf16/model_swiglu.png")
+    assert command.saved_names(True, "fp32", "swiglu")[0] == "model_swiglu_cuda_graph.json"
 
 
 def test_bad_arguments_are_one_line():

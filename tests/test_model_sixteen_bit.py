@@ -111,7 +111,7 @@ def _chain_of(ops, dtype="bfloat16", M=128, K=256, N=512):
             for op, *args in ops:
                 args = [cur if a == "mm" else {"b": b, "r": r}[a] for a in args]
                 cur = bb.emit({"add": relax.op.add, "gelu": relax.op.nn.gelu, "relu": relax.op.nn.relu,
-                               "mul": relax.op.multiply}[op](*args))
+                               "silu": relax.op.nn.silu, "mul": relax.op.multiply}[op](*args))
                 if op == "mul":
                     extra.append(cur)
             out = bb.emit_output(cur)
@@ -128,6 +128,9 @@ def _chain_of(ops, dtype="bfloat16", M=128, K=256, N=512):
     ([("add", "mm", "b"), ("gelu", "mm")], "gelu(acc + bias)"),
     ([("add", "mm", "b"), ("add", "mm", "r"), ("gelu", "mm")], "gelu(acc + bias + 1*C_in)"),
     ([("gelu", "mm")], "gelu(acc)"),
+    ([("add", "mm", "b"), ("silu", "mm")], "silu(acc + bias)"),
+    ([("mul", "mm", "r")], "acc * C_in"),                                   # a gate
+    ([("add", "mm", "b"), ("silu", "mm"), ("mul", "r", "mm")], "silu(acc + bias) * C_in"),
 ])
 def test_the_chains_the_pass_folds_into_a_store(ops, expected):
     func, chains = _chain_of(ops)
@@ -139,11 +142,86 @@ def test_the_chains_the_pass_folds_into_a_store(ops, expected):
     ([("relu", "mm")], 0),                                 # an activation the store has not
     ([("add", "mm", "b"), ("relu", "mm")], 1),             # the bias, not the relu after it
     ([("add", "mm", "b"), ("gelu", "mm"), ("add", "mm", "r")], 2),  # a residual after the GELU is not act(... + C_in)
-    ([("mul", "mm", "r")], 0),
+    ([("add", "mm", "r"), ("mul", "mm", "r")], 1),       # C_in is a residual or a gate, not both
+    ([("mul", "mm", "b")], 0),                            # a [N] scale is not a gate
 ])
 def test_what_a_store_cannot_apply_is_left_as_it_was(ops, folded):
     func, chains = _chain_of(ops)
     assert sum(len(c.absorbed) for c in chains.values()) == folded
+
+
+def _gated_pair(dtype="bfloat16", M=128, K=256, F=512, biases=True):
+    """silu(x W_g [+ b_g]) * (x W_u [+ b_u]), a SwiGLU MLP's gated pair, then its down projection."""
+    x = relax.Var("x", relax.TensorType((M, K), dtype))
+    wg, wu = (relax.Var(n, relax.TensorType((K, F), dtype)) for n in ("wg", "wu"))
+    wd = relax.Var("wd", relax.TensorType((F, K), dtype))
+    bg, bu = (relax.Var(n, relax.TensorType((F,), dtype)) for n in ("bg", "bu"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, wg, wu, wd, bg, bu]):
+        with bb.dataflow():
+            g = bb.emit(relax.op.matmul(x, wg))
+            if biases:
+                g = bb.emit(relax.op.add(g, bg))
+            s = bb.emit(relax.op.nn.silu(g))
+            u = bb.emit(relax.op.matmul(x, wu))
+            if biases:
+                u = bb.emit(relax.op.add(u, bu))
+            h = bb.emit(relax.op.multiply(s, u))
+            out = bb.emit_output(relax.op.matmul(h, wd))
+        bb.emit_func_output(out)
+    return tvm.IRModule({"main": bb.get()["main"]})
+
+
+@pytest.mark.parametrize("biases", [True, False])
+def test_a_gated_pair_is_two_chains_and_the_gate_takes_the_multiply(biases):
+    """silu(x W_g + b_g) * (x W_u + b_u): W_g's chain folds its bias, the SiLU and the multiply
+    (C_in: W_u's sum), W_u's chain its bias alone (without biases: W_u's product is a plain one)."""
+    chains = relax_dispatch.epilogue_chains(_gated_pair(biases=biases)["main"], "bfloat16")
+    described = sorted(c.epilogue.describe() for c in chains.values())
+    assert described == (["acc + bias", "silu(acc + bias) * C_in"] if biases else ["silu(acc) * C_in"]), described
+    gate = next(c for c in chains.values() if c.epilogue.gate)
+    assert not any(gate.c_in.same_as(v) for c in chains.values() for v in c.absorbed)  # bound before it is read
+
+
+def test_a_gated_pair_in_a_bf16_model_is_two_kernels_and_no_elementwise_one(monkeypatch):
+    """Given bf16 rows that pick step 20 at the pair's products (the committed rows pick what they
+    measured), the pass puts the multiply, the SiLU and both biases into the two products'
+    stores (the gate's kernel: A, B, bias, C_in, D), and the module builds for sm_90a."""
+    doc = json.loads(schedules.dispatch.TABLE_PATH.read_text())
+    shapes = [(256, 1024, 512), (256, 512, 1024)]
+    doc["gpus"][0]["precisions"]["bf16"] = {"steps": [13, 20], "shapes": [[*s, [2e-3, 1e-3]] for s in shapes]}
+    monkeypatch.setattr(schedules.dispatch, "table", lambda path=None: doc)
+    mod = relax_dispatch.DispatchMatmuls("sm_90a", "bf16")(_gated_pair(M=256, K=512, F=1024))
+    text = mod.script()
+    assert "R.multiply" not in text and "R.nn.silu" not in text and "R.add" not in text, text
+    names = _names(mod)
+    assert sorted(n.split("_bf16")[1] for n in names) == ["", "_bias", "_bias_silu_gate"], names
+    gate = mod[next(n for n in names if n.endswith("_bias_silu_gate"))]
+    assert [p.name for p in gate.params] == ["A", "B", "bias", "C_in", "D"]
+    ex, chosen = block.compile_block(_gated_pair(M=256, K=512, F=1024), "ladder", "sm_90a", precision="bf16")
+    assert {step for _, step in chosen} <= {20, 22}  # step 20's 256 x 128 tile with an epilogue: step 22's store
+    src = _source(ex)
+    assert "_256x1024x512_bf16_bias_silu_gate" in src and "expf" in src
+
+
+def test_a_swiglu_block_in_bf16_folds_its_gated_pair(monkeypatch):
+    """python -m steps.model --dtype bf16 --mlp swiglu's block: given bf16 rows that pick step 20
+    at its five products (the committed rows: what they measured), the pass leaves no SiLU and no
+    multiply for dlight (the gate's kernel stores silu(acc) * C_in), and the block builds for sm_90a."""
+    d, tokens = 256, 256
+    f = block.swiglu_width(d)
+    doc = json.loads(schedules.dispatch.TABLE_PATH.read_text())
+    shapes = [(tokens, 3 * d, d), (tokens, d, d), (tokens, f, d), (tokens, d, f)]
+    doc["gpus"][0]["precisions"]["bf16"] = {"steps": [13, 20], "shapes": [[*s, [2e-3, 1e-3]] for s in shapes]}
+    monkeypatch.setattr(schedules.dispatch, "table", lambda path=None: doc)
+    mod = relax.transform.LiftTransformParams()(block.relax_block(d, tokens, dtype="bf16", mlp="swiglu")[0])
+    placed = relax_dispatch.DispatchMatmuls("sm_90a", "bf16")(mod)
+    text = placed["forward"].script()
+    assert "R.nn.silu" not in text and text.count("R.multiply") == 1, text  # q * k alone stays
+    assert any(n.endswith("_silu_gate") for n in _names(placed)), _names(placed)
+    ex, chosen = block.compile_block(block.relax_block(d, tokens, dtype="bf16", mlp="swiglu")[0], "ladder", "sm_90a",
+                                     precision="bf16")
+    assert "silu_gate" in _source(ex)
 
 
 def test_a_sum_read_twice_is_not_folded():

@@ -27,11 +27,16 @@ into it). Reshapes of contiguous tensors are views: nothing is copied.
 
 What follows the product, where the pick's kernel can store it (a Hopper rung with a fused
 epilogue, ``schedules.EPILOGUE_RUNGS``), goes into the kernel's store (``epilogue_chains``): a
-bias add (a [N] tensor), then a residual add (a tensor of the product's shape), then a GELU, each
-optional and each the only use of what it reads, is ``D = gelu(acc + bias + C_in)``
+bias add (a [N] tensor), then a residual add (a tensor of the product's shape), then a GELU or a
+SiLU, each optional and each the only use of what it reads, is ``D = gelu(acc + bias + C_in)``
 (schedules/transforms/epilogue.py) computed from the fp32 sums and rounded once:
 
     d = R.call_tir(ladder_kernel_bias_res, (x2, w, bias, r2), R.Tensor((M, N)))
+
+A gated pair (a SwiGLU MLP's ``silu(x W_g + b_g) * (x W_u + b_u)``) is two kernels: W_u's
+product with its bias, then W_g's, whose store multiplies ``silu(acc + b_g)`` by the first's
+output (``Epilogue(gate=True)``: C_in multiplies instead of adding), so no elementwise kernel
+reads the two products back.
 
 The rungs that store from registers (20, 21, and 23 in one part) on step 22's 256 x 128 tile hand
 such a product to step 22, which stages the tile in shared memory and stores it with TMA: there a
@@ -71,7 +76,8 @@ OPAQUE = 8  # relax's OpPatternKind kOpaque: FuseOps fuses nothing into a call o
 
 _MATMUL = tvm.ir.Op.get("relax.matmul")
 _ADD = tvm.ir.Op.get("relax.add")
-_GELU = tvm.ir.Op.get("relax.nn.gelu")
+_MUL = tvm.ir.Op.get("relax.multiply")
+_ACTIVATIONS = {tvm.ir.Op.get("relax.nn.gelu"): "gelu", tvm.ir.Op.get("relax.nn.silu"): "silu"}
 # The Hopper rungs whose store writes registers to global memory hand a product with an epilogue
 # to this one, which stages it in shared memory and stores it with TMA (the docstring's numbers).
 TMA_STORE_STEP = 22
@@ -149,22 +155,34 @@ def kernel(M: int, N: int, K: int, precision: str, arch: str, gpu: str | None = 
 class Chain:
     """A matmul and what follows it that a store can apply (``epilogue_chains``)."""
 
-    def __init__(self, matmul, bias=None, residual=None, gelu=False, absorbed=()):
-        self.matmul, self.bias, self.residual, self.gelu, self.absorbed = matmul, bias, residual, gelu, absorbed
+    def __init__(self, matmul, bias=None, residual=None, activation=None, gate=None, absorbed=()):
+        self.matmul, self.bias, self.residual, self.activation = matmul, bias, residual, activation
+        self.gate, self.absorbed = gate, absorbed
+
+    @property
+    def c_in(self):
+        """The tensor the store reads beside the product: the residual, or the gate."""
+        return self.residual if self.residual is not None else self.gate
 
     @property
     def epilogue(self):
         from ..transforms.epilogue import Epilogue
 
-        return Epilogue(bias=self.bias is not None, activation="gelu" if self.gelu else None,
-                        beta=1.0 if self.residual is not None else 0.0)
+        return Epilogue(bias=self.bias is not None, activation=self.activation,
+                        beta=1.0 if self.residual is not None else 0.0, gate=self.gate is not None)
 
 
 def epilogue_chains(func, dtype: str) -> dict:
     """{the last var of a chain: Chain} in `func`'s dataflow blocks: a matmul of `dtype` tensors,
     then, each optional, R.add of a [N] bias, R.add of a residual of the product's shape (either
-    operand order), R.nn.gelu; each var folded in has one user, the next op, and is local to
-    its block. Only chains with at least one op after the matmul."""
+    operand order), R.nn.gelu or R.nn.silu, and (without a residual) R.multiply by a tensor of the
+    product's shape, a gate; each var folded in has one user, the next op, and is local to its
+    block. Only chains with at least one op after the matmul.
+
+    A gated pair ``silu(x W_g + b_g) * (x W_u + b_u)`` gives two chains that end at the same
+    multiply; the one that folds in more takes it (W_g's: bias, SiLU, and the gate, which is
+    W_u's sum), and the other stops before it (W_u's: its bias), so the pair is two kernels. Of
+    two chains as long, the later one takes it (``y = x W_1 + h W_2``: W_2's, W_1's a plain one)."""
     chains = {}
     blocks = getattr(func.body, "blocks", [])
     for block in blocks:
@@ -183,28 +201,59 @@ def epilogue_chains(func, dtype: str) -> dict:
             a, b = call.args
             return b if a.same_as(var) and not b.same_as(var) else a if b.same_as(var) and not a.same_as(var) else None
 
+        def grow(var, call, shape, stop=None):
+            """The chain from matmul `var`, (end, Chain), folding in nothing from `stop` on."""
+            chain, end, absorbed = Chain(call), var, []
+
+            def following(*ops):
+                """The call that uses `end` next, where it is one of `ops` and may be folded in."""
+                nxt = only_user(end)
+                if nxt is None or (stop is not None and nxt.same_as(stop)):
+                    return None, None
+                call = value[nxt]
+                return (nxt, call) if isinstance(call, relax.Call) and call.op in ops else (None, None)
+
+            nxt, add = following(_ADD)
+            if nxt is not None:
+                b = other(add, end)
+                if b is not None and static_shape(b, dtype) == (shape[-1],):
+                    chain.bias, end, absorbed = b, nxt, absorbed + [end]
+            nxt, add = following(_ADD)
+            if nxt is not None:
+                r = other(add, end)
+                if r is not None and static_shape(r, dtype) == shape:
+                    chain.residual, end, absorbed = r, nxt, absorbed + [end]
+            nxt, act = following(*_ACTIVATIONS)
+            if nxt is not None:
+                chain.activation, end, absorbed = _ACTIVATIONS[act.op], nxt, absorbed + [end]
+            nxt, mul = following(_MUL)
+            if nxt is not None and chain.residual is None:  # C_in is a residual or a gate, not both
+                g = other(mul, end)
+                if g is not None and static_shape(g, dtype) == shape:
+                    chain.gate, end, absorbed = g, nxt, absorbed + [end]
+            chain.absorbed = tuple(absorbed)
+            return end, chain
+
         for var, call in value.items():
             if not (isinstance(call, relax.Call) and call.op == _MATMUL):
                 continue
             shape = static_shape(var, dtype)
             if shape is None:
                 continue
-            chain, end, absorbed = Chain(call), var, []
-            nxt = only_user(end)
-            if nxt is not None and isinstance(value[nxt], relax.Call) and value[nxt].op == _ADD:
-                b = other(value[nxt], end)
-                if b is not None and static_shape(b, dtype) == (shape[-1],):
-                    chain.bias, end, absorbed = b, nxt, absorbed + [end]
-                    nxt = only_user(end)
-            if nxt is not None and isinstance(value[nxt], relax.Call) and value[nxt].op == _ADD:
-                r = other(value[nxt], end)
-                if r is not None and static_shape(r, dtype) == shape:
-                    chain.residual, end, absorbed = r, nxt, absorbed + [end]
-                    nxt = only_user(end)
-            if nxt is not None and isinstance(value[nxt], relax.Call) and value[nxt].op == _GELU:
-                chain.gelu, end, absorbed = True, nxt, absorbed + [end]
-            if absorbed:
-                chain.absorbed = tuple(absorbed)
+            end, chain = grow(var, call, shape)
+            if not chain.absorbed:
+                continue
+            rival = chains.get(end)
+            if rival is not None:
+                # Two chains end at one op (a residual add or a gate multiply of their two sums):
+                # the one that folds in more keeps it, the other stops before it.
+                keep, give_up = (rival, chain) if len(rival.absorbed) > len(chain.absorbed) else (chain, rival)
+                chains[end] = keep
+                mm = give_up.absorbed[0]
+                end2, cut = grow(mm, give_up.matmul, static_shape(mm, dtype), stop=end)
+                if cut.absorbed:
+                    chains[end2] = cut
+            else:
                 chains[end] = chain
     return chains
 
@@ -271,8 +320,8 @@ class _Dispatcher(PyExprMutator):
         args = [flat(x), self.visit_expr(w)]
         if chain.bias is not None:
             args.append(self.visit_expr(chain.bias))
-        if chain.residual is not None:
-            args.append(flat(chain.residual))
+        if chain.c_in is not None:  # a residual, or a gated pair's other sum
+            args.append(flat(chain.c_in))
         out = relax.call_tir(gv, args, relax.TensorType((M, N), dtype))
         if len(xs) != 2:
             out = relax.op.reshape(self.builder_.emit(out), (*xs[:-1], N))

@@ -41,34 +41,42 @@ from tvm import s_tir, tirx
 
 from ..config import ConfigError
 
-ACTIVATIONS = (None, "relu", "gelu")
+ACTIVATIONS = (None, "relu", "gelu", "silu")
 SQRT1_2 = 0.7071067811865476
 
 
 @dataclass(frozen=True)
 class Epilogue:
-    """What follows the product: ``D = act(alpha * acc + bias[j] + beta * C_in[i, j])``."""
+    """What follows the product: ``D = act(alpha * acc + bias[j] + beta * C_in[i, j])``, or with
+    `gate`, ``D = act(alpha * acc + bias[j]) * C_in[i, j]``: the second product of a gated pair
+    (a SwiGLU MLP's ``silu(x W_g) * (x W_u)``: one product stores ``silu(acc)``, the other
+    multiplies its own sums by that, so the pair is two kernels and no elementwise one)."""
 
     bias: bool = False
-    activation: str | None = None  # None, "relu", "gelu" (erf form, as torch's default)
+    activation: str | None = None  # None, "relu", "gelu" (erf form, as torch's default), "silu" (x * sigmoid(x))
     alpha: float = 1.0
     beta: float = 0.0
+    gate: bool = False
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:
-            raise ConfigError(f"activation must be one of relu, gelu or none, got {self.activation!r}")
+            raise ConfigError(f"activation must be one of relu, gelu, silu or none, got {self.activation!r}")
         for name in ("alpha", "beta"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
                 raise ConfigError(f"{name} must be a number, got {value!r}")
+        if not isinstance(self.gate, bool):
+            raise ConfigError(f"gate must be True or False, got {self.gate!r}")
+        if self.gate and self.beta != 0:
+            raise ConfigError("C_in is either added (beta) or a gate that multiplies, not both")
 
     @property
     def reads_c(self) -> bool:
-        return self.beta != 0
+        return self.beta != 0 or self.gate
 
     @property
     def is_identity(self) -> bool:
-        return not self.bias and self.activation is None and self.alpha == 1 and self.beta == 0
+        return not self.bias and self.activation is None and self.alpha == 1 and not self.reads_c
 
     def params(self) -> tuple[str, ...]:
         """The kernel's parameters, in order: A, B, then what the epilogue reads, then D."""
@@ -77,18 +85,19 @@ class Epilogue:
     def tag(self) -> str:
         """A name for file and function names: what it has, in order (bias, res, the activation,
         alpha), or "none"."""
-        parts = [t for t, on in (("bias", self.bias), ("res", self.reads_c), (self.activation or "", self.activation),
-                                 ("alpha", self.alpha != 1)) if on]
+        parts = [t for t, on in (("bias", self.bias), ("res", self.beta != 0), (self.activation or "", self.activation),
+                                 ("gate", self.gate), ("alpha", self.alpha != 1)) if on]
         return "_".join(parts) or "none"
 
     def describe(self) -> str:
         terms = [f"{self.alpha:g}*acc" if self.alpha != 1 else "acc"]
         if self.bias:
             terms.append("bias")
-        if self.reads_c:
+        if self.beta != 0:
             terms.append(f"{self.beta:g}*C_in")
         body = " + ".join(terms)
-        return f"{self.activation}({body})" if self.activation else body
+        body = f"{self.activation}({body})" if self.activation else body
+        return f"{body} * C_in" if self.gate else body
 
     def value(self, acc, i, j, bias=None, c_in=None):
         """The expression for one element: TIR `acc` (fp32) at row i, column j; 16-bit bias and
@@ -98,12 +107,16 @@ class Epilogue:
         v = acc if self.alpha == 1 else acc * f32(self.alpha)
         if self.bias:
             v = v + wide(bias, j)
-        if self.reads_c:
+        if self.beta != 0:
             v = v + wide(c_in, i, j) * f32(self.beta)
         if self.activation == "relu":
             v = tirx.max(v, f32(0))
         elif self.activation == "gelu":
             v = f32(0.5) * v * (f32(1) + tirx.erf(v * f32(SQRT1_2)))
+        elif self.activation == "silu":
+            v = v / (f32(1) + tirx.exp(-v))  # exp overflows to inf for v < -88: -0, as torch gives
+        if self.gate:
+            v = v * wide(c_in, i, j)
         return v
 
 

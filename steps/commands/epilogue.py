@@ -7,6 +7,8 @@
                                                      # results/<gpu>/bf16/epilogue_step20.json and .txt
     python -m steps.epilogue --step 22 --dtype bf16 --sizes 4096 --activation none --save
                                                      # a bias only: .../bf16/epilogue_step22_bias.*
+    python -m steps.epilogue --step 22 --dtype bf16 --sizes 4096 --no-bias --activation none --gate
+                                                     # D = AB * C_in: a SwiGLU pair's second product
 
 Three kernels per size, from one step and config (schedules/transforms/epilogue.py): the bare matmul
 (C = A @ B); the same with the epilogue fused into its store (D = act(alpha*AB + bias + beta*C_in),
@@ -53,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-bias", action="store_true", help="leave the bias out")
     p.add_argument("--alpha", type=float, default=1.0)
     p.add_argument("--beta", type=float, default=0.0, help="nonzero: D also reads C_in (default 0)")
+    p.add_argument("--gate", action="store_true",
+                   help="C_in multiplies instead: D = act(alpha * AB + bias) * C_in (a gated pair's second product)")
     p.add_argument("--rounds", type=options._positive, default=6, help="alternating rounds (default 6)")
     options.add_dtype_option(p)
     options.add_repeat_option(p)
@@ -82,12 +86,17 @@ def reference(a, b, bias, c_in, ep: Epilogue, dtype: str = "fp32") -> np.ndarray
     v = ep.alpha * (wide(a) @ wide(b))
     if ep.bias:
         v = v + wide(bias)[None, :]
-    if ep.reads_c:
+    if ep.beta != 0:
         v = v + ep.beta * wide(c_in)
     if ep.activation == "relu":
         v = np.maximum(v, 0)
     elif ep.activation == "gelu":
         v = 0.5 * v * (1 + _erf(v / sqrt(2)))
+    elif ep.activation == "silu":
+        with np.errstate(over="ignore"):
+            v = v / (1 + np.exp(-v))
+    if ep.gate:
+        v = v * wide(c_in)
     return v
 
 
@@ -175,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser().parse_args(argv)
         step = schedules.get_step(args.step)
         ep = Epilogue(bias=not args.no_bias, activation=None if args.activation == "none" else args.activation,
-                      alpha=args.alpha, beta=args.beta)
+                      alpha=args.alpha, beta=args.beta, gate=args.gate)
         for n in args.sizes:  # a step without the epilogue (or the dtype), a bad size: one line, before the GPU
             step.schedule(n, n, n, None, ep, dtype=args.dtype)
         arch = options.pick_arch(PROG, args.arch, timing=True)
@@ -195,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(f"{name} at {n}^3: relative error {r['rel_err'][name]:.1e} > {tolerance:g}")
     doc = {"schema": "epilogue-1", "environment": harness.environment(), "step": step.number, "arch": arch,
            "dtype": args.dtype,
-           "epilogue": {"bias": ep.bias, "activation": ep.activation, "alpha": ep.alpha, "beta": ep.beta,
+           "epilogue": {"bias": ep.bias, "activation": ep.activation, "alpha": ep.alpha, "beta": ep.beta, "gate": ep.gate,
                         "describe": ep.describe()},
            "rounds": args.rounds, "repeat": args.repeat, "sizes": sizes}
     json_name, text_name = saved_names(step.number, args.dtype, ep)

@@ -7,6 +7,7 @@ with dlight's defaults, and in PyTorch eager, in fp32 or (--dtype) bf16 / fp16.
     python -m steps.model --save                   # results/<gpu>/model.json, model.txt and model.png
     python -m steps.model --cuda-graph --save      # both TVM ways replayed from CUDA graphs: model_cuda_graph.*
     python -m steps.model --dtype bf16 --save      # the block in bf16: results/<gpu>/bf16/model.*
+    python -m steps.model --dtype bf16 --mlp swiglu --save   # LLaMA's gated MLP: bf16/model_swiglu.*
 
 The model and the three ways are steps/measure/model.py's. Per token count: the block is
 imported into Relax (from torch.export through from_exported_program, or from Relax's nn
@@ -32,6 +33,10 @@ bias, GELU and residual add fused into its store where the pick's kernel takes a
 relax_dispatch.epilogue_chains), and torch eager in the dtype. The check is against the float64 block on
 the same 16-bit weights and input: every way within twice torch's own error there (where torch
 runs), and within TOLERANCE_16 in any case. Saved in results/<gpu>/<dtype>/.
+
+``--mlp swiglu`` makes the block's MLP LLaMA's gated one (``down(silu(gate(h)) * up(h))``, no
+biases, width 8d/3 rounded up to 256: steps/measure/model.py), whose gated pair the ladder's
+pass stores as two kernels (relax_dispatch.epilogue_chains); saved as model_swiglu.*.
 """
 
 from __future__ import annotations
@@ -78,6 +83,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=options._positive, default=5, help="alternating rounds (default 5)")
     p.add_argument("--repeat", type=options._positive, default=10, help="samples per round (default 10)")
     p.add_argument("--arch", default="sm_90a", help="the arch the model is compiled for (default sm_90a)")
+    p.add_argument("--mlp", choices=block.MLPS, default="gelu",
+                   help="the MLP: gelu (Linear, GELU, Linear; default) or swiglu (LLaMA's gated MLP)")
     p.add_argument("--cuda-graph", action="store_true",
                    help="both TVM ways replayed from a CUDA graph (saved as model_cuda_graph.*)")
     options.add_seed_option(p)
@@ -125,12 +132,12 @@ def _tvm_way(mod, entry: str, params, way: str, arch: str, x: np.ndarray, dev, c
     return [first, call()], sample, chosen, compile_s
 
 
-def _torch_way(d, w, x: np.ndarray, dtype: str = "fp32"):
+def _torch_way(d, w, x: np.ndarray, dtype: str = "fp32", mlp: str = "gelu"):
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    model = block.torch_block(d, w, dtype).cuda()
+    model = block.torch_block(d, w, dtype, mlp).cuda()
     xt = torch.from_numpy(dtypes.to_float64(x, dtype)).to(getattr(torch, block.TORCH_DTYPES[dtype])).cuda()
     with torch.no_grad():
         out = [model(xt).double().cpu().numpy()]
@@ -152,14 +159,14 @@ def _torch_way(d, w, x: np.ndarray, dtype: str = "fp32"):
 
 
 def measure(d: int, tokens: int, frontend: str, arch: str, rounds: int, repeat: int, seed,
-            cuda_graph: bool = False, dtype: str = "fp32") -> dict:
+            cuda_graph: bool = False, dtype: str = "fp32", mlp: str = "gelu") -> dict:
     import tvm
 
     rng = np.random.default_rng(seed)
-    w = block.weights(d, int(rng.integers(2**31)), dtype)
+    w = block.weights(d, int(rng.integers(2**31)), dtype, mlp)
     x = dtypes.from_float32(rng.uniform(-1, 1, (1, tokens, d)).astype(np.float32), dtype)
-    mod, entry, params = (block.torch_relax_block(d, tokens, w) if frontend == "torch"
-                          else block.relax_block(d, tokens, w, dtype))
+    mod, entry, params = (block.torch_relax_block(d, tokens, w, mlp) if frontend == "torch"
+                          else block.relax_block(d, tokens, w, dtype, mlp))
     dev = tvm.cuda(0)
     ref = block.reference(x, w, dtype)
     outs, samplers, row = {}, {}, {"tokens": tokens, "M": tokens, "d": d}
@@ -170,7 +177,7 @@ def measure(d: int, tokens: int, frontend: str, arch: str, rounds: int, repeat: 
         if way == "ladder":
             row["steps"] = {"x".join(map(str, mnk)): step for mnk, step in chosen}
     if torch_available():
-        outs["torch"], samplers["torch"] = _torch_way(d, w, x, dtype)
+        outs["torch"], samplers["torch"] = _torch_way(d, w, x, dtype, mlp)
     samples = {way: [] for way in samplers}
     for _ in range(rounds):
         for way, sample in samplers.items():
@@ -197,7 +204,8 @@ def error_bound(dtype: str, row: dict) -> float:
 def format_report(doc: dict) -> str:
     env = doc["environment"]
     has_torch = any("torch" in r for r in doc["rows"])
-    lines = [f"A transformer block's linear layers (d {doc['d']}, {doc.get('dtype', 'fp32')}, {doc['frontend']} frontend) on {env['gpu']} "
+    mlp = ", gated MLP (SwiGLU)" if doc.get("mlp", "gelu") == "swiglu" else ""
+    lines = [f"A transformer block's linear layers (d {doc['d']}, {doc.get('dtype', 'fp32')}{mlp}, {doc['frontend']} frontend) on {env['gpu']} "
              f"(driver {env.get('driver')}, TVM {env.get('tvm_version')}, {env['date'][:10]}): end to end, one forward "
              f"call, median of {doc['rounds']} alternating rounds of {doc['repeat']} samples"
              + ("; both TVM ways replayed from a CUDA graph" if doc.get("cuda_graph") else ""),
@@ -267,7 +275,8 @@ def plot(doc: dict, gpu_dir: Path, name: str) -> list[str]:
     ax.set_xlabel("tokens")
     ax.set_ylabel("ms per forward call")
     graph = ", CUDA graphs" if doc.get("cuda_graph") else ""
-    ax.set_title(f"Transformer block linears, d {doc['d']}, {doc.get('dtype', 'fp32')}{graph}, "
+    mlp = ", SwiGLU MLP" if doc.get("mlp", "gelu") == "swiglu" else ""
+    ax.set_title(f"Transformer block linears, d {doc['d']}, {doc.get('dtype', 'fp32')}{mlp}{graph}, "
                  f"{doc['environment']['gpu']}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
@@ -286,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         if frontend == "torch" and args.dtype != "fp32":
             raise options.UsageError(f"--dtype {args.dtype} takes the block from Relax's nn frontend; drop --frontend torch")
         for t in args.tokens:
-            schedules.config.check_sizes(t, 4 * args.d, 4 * args.d)
+            for _, out_features, in_features, _ in block.layers(args.d, args.mlp):
+                schedules.config.check_sizes(t, out_features, in_features)
         if not harness.gpu_present():
             raise options.UsageError("no CUDA GPU found: the model is checked and timed on one")
     except (options.UsageError, ConfigError) as exc:
@@ -294,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         return options.EXIT_USAGE
     rows, failed = [], []
     for t in args.tokens:
-        row = measure(args.d, t, frontend, args.arch, args.rounds, args.repeat, args.seed, args.cuda_graph, args.dtype)
+        row = measure(args.d, t, frontend, args.arch, args.rounds, args.repeat, args.seed, args.cuda_graph, args.dtype,
+                      args.mlp)
         rows.append(row)
         for way in WAYS:
             # In 16-bit the ladder's way is held to twice torch's error; the peers (torch, and dlight,
@@ -306,16 +317,18 @@ def main(argv: list[str] | None = None) -> int:
               + (f", torch {row['torch']['median_ms']:.4f} ms" if "torch" in row else ""), file=sys.stderr, flush=True)
     doc = {"schema": "model-1", "environment": harness.environment(), "d": args.d, "frontend": frontend,
            "arch": args.arch, "rounds": args.rounds, "repeat": args.repeat, "cuda_graph": args.cuda_graph,
-           "dtype": args.dtype, "rows": rows}
-    json_name, text_name, plot_name = saved_names(args.cuda_graph, args.dtype)
+           "dtype": args.dtype, "mlp": args.mlp, "rows": rows}
+    json_name, text_name, plot_name = saved_names(args.cuda_graph, args.dtype, args.mlp)
     return options.report_and_save(doc, format_report(doc), failed, args.save, args.results_dir, json_name, text_name,
                                    extra=lambda gpu_dir: plot(doc, gpu_dir, plot_name))
 
 
-def saved_names(cuda_graph: bool, dtype: str = "fp32") -> tuple[str, str, str]:
-    """The files a run saves: model.* for the plain run, model_cuda_graph.* beside them; a
-    16-bit run's in the dtype's folder (bf16/model.*)."""
-    names = (JSON_NAME, TEXT_NAME, PLOT_NAME)
+def saved_names(cuda_graph: bool, dtype: str = "fp32", mlp: str = "gelu") -> tuple[str, str, str]:
+    """The files a run saves: model.* for the plain run, model_cuda_graph.* beside them, and
+    model_swiglu.* (model_swiglu_cuda_graph.*) for the gated MLP's; a 16-bit run's in the dtype's
+    folder (bf16/model.*)."""
+    stem = "model_swiglu" if mlp == "swiglu" else "model"
+    names = tuple(n.replace("model.", f"{stem}.") for n in (JSON_NAME, TEXT_NAME, PLOT_NAME))
     if cuda_graph:
-        names = tuple(n.replace("model.", "model_cuda_graph.") for n in names)
+        names = tuple(n.replace(f"{stem}.", f"{stem}_cuda_graph.") for n in names)
     return names if dtype == "fp32" else tuple(f"{dtype}/{n}" for n in names)

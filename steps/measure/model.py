@@ -7,7 +7,14 @@ input and every tensor of the block in that dtype), random weights (no download)
     h = x + o(q * k + v)              o:    Linear(d, d)
     y = h + down(gelu(up(h)))         up:   Linear(d, 4d), down: Linear(4d, d)
 
-Every Linear has a bias; GELU is the erf form (torch's default). The attention core,
+Every Linear has a bias; GELU is the erf form (torch's default). With ``mlp="swiglu"`` the MLP is
+LLaMA's gated one instead, its Linears without bias and its width F = 8d/3 rounded up to 256
+(2816 at d 1024; 11008 at d 4096, LLaMA-7B's):
+
+    y = h + down(silu(gate(h)) * up(h))   gate, up: Linear(d, F), down: Linear(F, d)
+
+which the ladder's Relax pass turns into two kernels, W_up's product and W_gate's whose store
+applies silu and the multiply (relax_dispatch.epilogue_chains), then W_down's. The attention core,
 softmax(q k^T) v over heads, is left out: its batched products are not the layouts this model
 exercises, and ``q * k + v`` in its place keeps all three projections live at the same cost
 in matmuls. At T tokens the four products are T x 3d x d, T x d x d, T x 4d x d and T x d x 4d.
@@ -32,18 +39,34 @@ import numpy as np
 
 from . import dtypes
 
-LAYERS = (("qkv", 3, 1), ("o", 1, 1), ("up", 4, 1), ("down", 1, 4))  # (name, out / d, in / d)
+MLPS = ("gelu", "swiglu")
 
 
-def weights(d: int, seed: int = 0, dtype: str = "fp32") -> dict[str, np.ndarray]:
+def swiglu_width(d: int) -> int:
+    """LLaMA's gated MLP width: int(8d/3) rounded up to a multiple of 256 (the same weights as 4d
+    in two Linears, in three)."""
+    return 256 * -(-(8 * d // 3) // 256)
+
+
+def layers(d: int, mlp: str = "gelu") -> list[tuple[str, int, int, bool]]:
+    """The block's Linears: (name, out features, in features, has a bias)."""
+    attention = [("qkv", 3 * d, d, True), ("o", d, d, True)]
+    if mlp == "gelu":
+        return attention + [("up", 4 * d, d, True), ("down", d, 4 * d, True)]
+    f = swiglu_width(d)
+    return attention + [("gate", f, d, False), ("up", f, d, False), ("down", d, f, False)]
+
+
+def weights(d: int, seed: int = 0, dtype: str = "fp32", mlp: str = "gelu") -> dict[str, np.ndarray]:
     """nn.Linear's layout and initialisation: W [out, in] and b [out], uniform in +-1/sqrt(in),
     drawn in fp32 and rounded to `dtype` (held as dtypes.py's host storage: bf16 as bit patterns)."""
     rng = np.random.default_rng(seed)
     out = {}
-    for name, o, i in LAYERS:
-        bound = 1 / math.sqrt(i * d)
-        out[f"{name}.weight"] = dtypes.from_float32(rng.uniform(-bound, bound, (o * d, i * d)).astype(np.float32), dtype)
-        out[f"{name}.bias"] = dtypes.from_float32(rng.uniform(-bound, bound, (o * d,)).astype(np.float32), dtype)
+    for name, o, i, bias in layers(d, mlp):
+        bound = 1 / math.sqrt(i)
+        out[f"{name}.weight"] = dtypes.from_float32(rng.uniform(-bound, bound, (o, i)).astype(np.float32), dtype)
+        if bias:
+            out[f"{name}.bias"] = dtypes.from_float32(rng.uniform(-bound, bound, (o,)).astype(np.float32), dtype)
     return out
 
 
@@ -53,7 +76,8 @@ def reference(x: np.ndarray, w: dict[str, np.ndarray], dtype: str = "fp32") -> n
     from math import sqrt
 
     def linear(v, name):
-        return v @ dtypes.to_float64(w[f"{name}.weight"], dtype).T + dtypes.to_float64(w[f"{name}.bias"], dtype)
+        v = v @ dtypes.to_float64(w[f"{name}.weight"], dtype).T
+        return v + dtypes.to_float64(w[f"{name}.bias"], dtype) if f"{name}.bias" in w else v
 
     def gelu(v):
         try:
@@ -65,10 +89,14 @@ def reference(x: np.ndarray, w: dict[str, np.ndarray], dtype: str = "fp32") -> n
     x = dtypes.to_float64(x, dtype)
     q, k, v = np.split(linear(x, "qkv"), 3, axis=-1)
     h = x + linear(q * k + v, "o")
+    if "gate.weight" in w:  # the gated MLP
+        g = linear(h, "gate")
+        return h + linear(g / (1 + np.exp(-g)) * linear(h, "up"), "down")
     return h + linear(gelu(linear(h, "up")), "down")
 
 
-def relax_block(d: int, tokens: int, w: dict[str, np.ndarray] | None = None, dtype: str = "fp32"):
+def relax_block(d: int, tokens: int, w: dict[str, np.ndarray] | None = None, dtype: str = "fp32",
+                mlp: str = "gelu"):
     """The block in Relax's nn frontend, its tensors in `dtype`: (IRModule, its entry function's
     name, the weights of `w` in the order it takes them after its input; [] without `w`)."""
     from tvm.relax.frontend import nn
@@ -77,12 +105,14 @@ def relax_block(d: int, tokens: int, w: dict[str, np.ndarray] | None = None, dty
 
     class Block(nn.Module):
         def __init__(self):
-            self.qkv, self.o = nn.Linear(d, 3 * d, dtype=dt), nn.Linear(d, d, dtype=dt)
-            self.up, self.down = nn.Linear(d, 4 * d, dtype=dt), nn.Linear(4 * d, d, dtype=dt)
+            for name, o, i, bias in layers(d, mlp):
+                setattr(self, name, nn.Linear(i, o, bias=bias, dtype=dt))
 
         def forward(self, x):
             q, k, v = nn.op.split(self.qkv(x), 3, axis=-1)
             h = x + self.o(q * k + v)
+            if mlp == "swiglu":
+                return h + self.down(nn.op.silu(self.gate(h)) * self.up(h))
             return h + self.down(nn.op.gelu(self.up(h)))
 
     mod, params = Block().export_tvm(spec={"forward": {"x": nn.spec.Tensor((1, tokens, d), dt)}})
@@ -92,19 +122,21 @@ def relax_block(d: int, tokens: int, w: dict[str, np.ndarray] | None = None, dty
 TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def torch_block(d: int, w: dict[str, np.ndarray], dtype: str = "fp32"):
+def torch_block(d: int, w: dict[str, np.ndarray], dtype: str = "fp32", mlp: str = "gelu"):
     """The same block as a torch.nn.Module in `dtype`, with the weights of `w` (torch needed)."""
     import torch
 
     class Block(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.qkv, self.o = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-            self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+            for name, o, i, bias in layers(d, mlp):
+                setattr(self, name, torch.nn.Linear(i, o, bias=bias))
 
         def forward(self, x):
             q, k, v = self.qkv(x).chunk(3, dim=-1)
             h = x + self.o(q * k + v)
+            if mlp == "swiglu":
+                return h + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
             return h + self.down(torch.nn.functional.gelu(self.up(h)))
 
     block = Block().to(getattr(torch, TORCH_DTYPES[dtype]))
@@ -114,14 +146,14 @@ def torch_block(d: int, w: dict[str, np.ndarray], dtype: str = "fp32"):
     return block.eval()
 
 
-def torch_relax_block(d: int, tokens: int, w: dict[str, np.ndarray]):
+def torch_relax_block(d: int, tokens: int, w: dict[str, np.ndarray], mlp: str = "gelu"):
     """The torch block imported into Relax (torch.export, then from_exported_program, weights
     kept as inputs and detached): (IRModule, entry function's name, weights in its order)."""
     import torch
     from tvm.relax.frontend import detach_params
     from tvm.relax.frontend.torch import from_exported_program
 
-    block = torch_block(d, w)
+    block = torch_block(d, w, mlp=mlp)
     exported = torch.export.export(block, (torch.zeros(1, tokens, d),))
     mod, params = detach_params(from_exported_program(exported, keep_params_as_input=True))
     func = mod["main"]
