@@ -103,6 +103,18 @@ def test_the_pipeline_builds_the_block_with_its_epilogues_fused():
     assert len(matmuls) == 4  # every matmul with its epilogue, none left to dlight
 
 
+def test_the_pipeline_folds_an_fp32_swiglu_pair_into_a_tensorir_steps_store():
+    # At 16 tokens every pick is a TensorIR step: the dlight rule takes the fused function of
+    # W_gate's product, the SiLU and the multiply by W_up's product (step 11's split K: the
+    # SiLU and the multiply in its sum of the parts), and no kernel of its own reads them back.
+    ex, chosen = block.compile_block(block.relax_block(256, 16, mlp="swiglu")[0], "ladder", "sm_90a")
+    assert len(chosen) == 5 and all(schedules.get_step(step).schedules_a_block for _, step in chosen)
+    kernels = _kernels(ex)
+    silu = [name for name, src in kernels.items() if "expf(" in src]
+    assert silu and all(n.startswith("fused_matmul_silu_multiply") for n in silu), silu
+    assert not [n for n in kernels if "silu" in n and "matmul" not in n]
+
+
 def test_at_1024_tokens_the_hopper_kernels_come_in_at_the_relax_level():
     if not schedules.dispatch.table()["gpus"]:
         pytest.skip("no dispatch table committed")
