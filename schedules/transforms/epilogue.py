@@ -84,7 +84,7 @@ class Epilogue:
 
     def tag(self) -> str:
         """A name for file and function names: what it has, in order (bias, res, the activation,
-        alpha), or "none"."""
+        gate, alpha), or "none"."""
         parts = [t for t, on in (("bias", self.bias), ("res", self.beta != 0), (self.activation or "", self.activation),
                                  ("gate", self.gate), ("alpha", self.alpha != 1)) if on]
         return "_".join(parts) or "none"
