@@ -39,13 +39,9 @@ def test_the_epilogue_is_correct_on_the_gpu(step, shape, fused):
     assert harness.relative_error(args[-1].numpy(), ref) <= bound
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
-@pytest.mark.parametrize("step", schedules.EPILOGUE_RUNGS)
-@pytest.mark.parametrize("shape", [(1000, 1500, 700), (256, 256, 16384), (4096, 2048, 512), (33, 64, 129)])
-@pytest.mark.parametrize("fused", [True, False])
-def test_the_hopper_rungs_epilogue_is_correct_in_every_dtype(step, shape, fused, dtype):
-    """Steps 20, 21 and 23 (256 x 256 x 16384: split K, the epilogue in the sum of the parts):
-    D = gelu(0.5 AB + bias + C_in), from the fp32 sums, rounded once to the dtype."""
+def _hopper_epilogue(step, shape, ep, dtype, fused=True, seed=11):
+    """(relative error of `step`'s kernel with `ep` against float64, the dtype's bound): fresh
+    operands, bias and C_in, D poisoned with NaN."""
     import tvm
 
     from steps.measure import dtypes
@@ -53,9 +49,8 @@ def test_the_hopper_rungs_epilogue_is_correct_in_every_dtype(step, shape, fused,
     if harness.gpu_arch() not in ("sm_90", "sm_90a"):
         pytest.skip("the Hopper rungs need an sm_90 GPU")
     M, N, K = shape
-    ep = Epilogue(bias=True, activation="gelu", alpha=0.5, beta=1.0)
     lib = schedules.build(step, M, N, K, arch="sm_90a", epilogue=ep, fused=fused, dtype=dtype)
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng(seed)
     a, b = dtypes.random_operands(M, N, K, rng, dtype)
     bias = dtypes.from_float32(rng.uniform(-1, 1, N).astype(np.float32), dtype)
     c_in = dtypes.from_float32(rng.uniform(-1, 1, (M, N)).astype(np.float32), dtype)
@@ -65,7 +60,19 @@ def test_the_hopper_rungs_epilogue_is_correct_in_every_dtype(step, shape, fused,
     dev.sync()
     ref = command.reference(a, b, bias, c_in, ep, dtype)
     bound = harness.TF32_TOLERANCE if dtype == "fp32" else dtypes.tolerance(dtype)
-    assert harness.relative_error(dtypes.from_device(args[-1], dtype), ref, dtype) <= bound
+    return harness.relative_error(dtypes.from_device(args[-1], dtype), ref, dtype), bound
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("step", schedules.EPILOGUE_RUNGS)
+@pytest.mark.parametrize("shape", [(1000, 1500, 700), (256, 256, 16384), (4096, 2048, 512), (33, 64, 129)])
+@pytest.mark.parametrize("fused", [True, False])
+def test_the_hopper_rungs_epilogue_is_correct_in_every_dtype(step, shape, fused, dtype):
+    """Steps 20, 21 and 23 (256 x 256 x 16384: split K, the epilogue in the sum of the parts):
+    D = gelu(0.5 AB + bias + C_in), from the fp32 sums, rounded once to the dtype."""
+    error, bound = _hopper_epilogue(step, shape, Epilogue(bias=True, activation="gelu", alpha=0.5, beta=1.0),
+                                    dtype, fused)
+    assert error <= bound
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
@@ -74,26 +81,8 @@ def test_the_hopper_rungs_epilogue_is_correct_in_every_dtype(step, shape, fused,
 def test_a_gated_pairs_second_product_is_correct_in_each_hopper_rung(step, shape, dtype):
     """D = silu(AB + bias) * C_in (the SwiGLU gate the Relax pass folds: relax_dispatch's gated
     chain), fused, in bf16 and TF32, against float64."""
-    import tvm
-
-    from steps.measure import dtypes
-
-    if harness.gpu_arch() not in ("sm_90", "sm_90a"):
-        pytest.skip("the Hopper rungs need an sm_90 GPU")
-    M, N, K = shape
-    ep = Epilogue(bias=True, activation="silu", gate=True)
-    lib = schedules.build(step, M, N, K, arch="sm_90a", epilogue=ep, dtype=dtype)
-    rng = np.random.default_rng(13)
-    a, b = dtypes.random_operands(M, N, K, rng, dtype)
-    bias = dtypes.from_float32(rng.uniform(-1, 1, N).astype(np.float32), dtype)
-    gate = dtypes.from_float32(rng.uniform(-1, 1, (M, N)).astype(np.float32), dtype)
-    dev = tvm.cuda(0)
-    args = [dtypes.to_device(tvm, v, dtype, dev) for v in (a, b, bias, gate, dtypes.nan_filled((M, N), dtype))]
-    lib["main"](*args)
-    dev.sync()
-    ref = command.reference(a, b, bias, gate, ep, dtype)
-    bound = harness.TF32_TOLERANCE if dtype == "fp32" else dtypes.tolerance(dtype)
-    assert harness.relative_error(dtypes.from_device(args[-1], dtype), ref, dtype) <= bound
+    error, bound = _hopper_epilogue(step, shape, Epilogue(bias=True, activation="silu", gate=True), dtype, seed=13)
+    assert error <= bound
 
 
 def test_the_command_measures_and_checks_a_small_size():

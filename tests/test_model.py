@@ -21,17 +21,22 @@ from . import checks
 from .checks import one_line_error
 
 
+def _run_on_the_cpu(mod, params, x):
+    """The block's forward on x, built for llvm, its weights lifted as a deployment does."""
+    ex = tvm.compile(relax.transform.LiftTransformParams()(mod), target="llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    lifted = vm["forward_transform_params"]([tvm.runtime.tensor(p) for p in params])
+    return vm["forward"](tvm.runtime.tensor(x), *lifted).numpy()
+
+
 def test_the_block_in_relax_computes_the_float64_reference_on_the_cpu():
     d, tokens = 64, 16
     w = block.weights(d, 1)
     mod, entry, params = block.relax_block(d, tokens, w)
     assert entry == "forward" and [p.shape for p in params] == [
         (3 * d, d), (3 * d,), (d, d), (d,), (4 * d, d), (4 * d,), (d, 4 * d), (d,)]
-    ex = tvm.compile(relax.transform.LiftTransformParams()(mod), target="llvm")
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    lifted = vm["forward_transform_params"]([tvm.runtime.tensor(p) for p in params])
     x = np.random.default_rng(2).uniform(-1, 1, (1, tokens, d)).astype(np.float32)
-    out = vm["forward"](tvm.runtime.tensor(x), *lifted).numpy()
+    out = _run_on_the_cpu(mod, params, x)
     ref = block.reference(x, w)
     assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-6
     # and the reference is not trivially small: the residuals and GELU leave it O(1)
@@ -46,11 +51,8 @@ def test_the_swiglu_block_in_relax_computes_the_float64_reference_on_the_cpu():
     w = block.weights(d, 1, mlp="swiglu")
     mod, entry, params = block.relax_block(d, tokens, w, mlp="swiglu")
     assert [p.shape for p in params] == [(3 * d, d), (3 * d,), (d, d), (d,), (f, d), (f, d), (d, f)]
-    ex = tvm.compile(relax.transform.LiftTransformParams()(mod), target="llvm")
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    lifted = vm["forward_transform_params"]([tvm.runtime.tensor(p) for p in params])
     x = np.random.default_rng(2).uniform(-1, 1, (1, tokens, d)).astype(np.float32)
-    out = vm["forward"](tvm.runtime.tensor(x), *lifted).numpy()
+    out = _run_on_the_cpu(mod, params, x)
     ref = block.reference(x, w)
     assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-6
     mlp = ref - block.reference(x, {**w, "down.weight": np.zeros_like(w["down.weight"])})  # the MLP's share
