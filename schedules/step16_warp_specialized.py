@@ -25,9 +25,11 @@ The rung's own pieces, below: ``warp_specialized`` (the kernel: roles, registers
 barriers), ``produce`` (the producer thread's loop) and ``consume`` (a consumer's loop); a stage's
 loads and wgmma are step 15's (schedules/transforms/wgmma.py). Steps 17-19 reuse this kernel.
 
-fp16 and bf16 (``--dtype``): the same ring on k16 wgmma, with one change: a consumer hands a
-stage back only once all its wgmma groups are done (``wait_group 0``, not 1;
-``Plan.in_flight`` in schedules/transforms/wgmma.py has the measurement that forced it).
+fp16 and bf16 (``--dtype``): the same ring on k16 wgmma. (Until 2026-11-28 a 16-bit consumer
+waited for all its groups before handing a stage back, ``wait_group 0``: with one group left
+running the sums were wrong, because ptxas moved the store's conversions above the wait after
+the loop; now the tile's last slice waits for all inside the loop, ``wgmma.wait_for_slice``,
+and every dtype leaves one group running. The measurements below are of the waiting kernel.)
 Prediction (made before the first 16-bit run, written down after it): 1.25x step 15 as in
 TF32, ~450-500 TFLOP/s at 4096^3. Measured (H100, 2026-11-27,
 git show 9770cce:results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 426 / 523 bf16 and
@@ -80,7 +82,8 @@ def produce(plan: Plan, load):
 def consume(plan: Plan, multiply, store):
     """A macro: a consumer warpgroup waits for each full stage, issues its wgmma, and once the
     previous slice's group is done (wait_group 1) hands that stage back; then stores."""
-    stages, KT, acc_n, in_flight = plan.stages, plan.KT, plan.acc_n, plan.in_flight
+    stages, KT, acc_n = plan.stages, plan.KT, plan.acc_n
+    wait = wgmma.wait_for_slice(plan, KT)
 
     @T.macro
     def consumer(smem, acc, frag, total, flag, fallback, descA, descB, A_op, B_op, C, m0, n0, wg, warp, lane):
@@ -96,8 +99,8 @@ def consume(plan: Plan, multiply, store):
                                          ((kt2 * 2 + p) // stages) & 1)
                     multiply(smem, acc, frag, descA, descB, (kt2 * 2 + p) % stages, p, wg, warp, lane)
                     # The previous slice's wgmma are done: its stage is free (16-bit: all are
-                    # done; Plan.in_flight says why).
-                    T.ptx.wgmma.wait_group.sync.aligned(in_flight)
+                    # done, Plan.in_flight says why; the tile's last slice: all, wait_for_slice).
+                    wait(kt2 * 2 + p)
                     if kt2 * 2 + p > 0:
                         T.ptx.mbarrier.arrive.shared.b64(
                             T.address_of(smem[plan.empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))

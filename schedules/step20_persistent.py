@@ -35,8 +35,8 @@ step 20 at 836 against 645 TFLOP/s at 4096^3 bf16 in the same rounds (766 agains
 is step 22's idea. Also measured: 128 blocks rather than 132 (``blocks_for``) 0-5% faster in
 every round where the two differed by more than the noise (512 tiles: 4 waves either way); the
 16-bit wait_group 1 (``Plan.in_flight``), tried here, was right at 4096^3 but no faster. (Later,
-on small tiles in deep rings, a group in flight was 1.06-1.20x faster and wrong at some depths:
-``Plan.in_flight``.)
+on small tiles in deep rings, a group in flight was 1.06-1.20x faster and wrong at some depths,
+until the tile's last slice waited for all inside the loop: ``wgmma.wait_for_slice``.)
 Nsight Compute (4096^3, one launch, clocks as the board sets them: 1.60-1.63 GHz under the
 profiler; NCU="20 21 22" ONLY_TESTS=1 SKIP_TESTS=1 bash tools/device_run.sh, 2026-11-27;
 the figures: results/nvidia-h100-80gb-hbm3/evidence/ncu_steps20-22.txt): bf16 185 us, the tensor
@@ -152,9 +152,10 @@ def accumulate_tile(plan: Plan, multiply, release=None, slices: int | None = Non
     from g0 across the block's tiles, every stage handed back, the tile's last one included, so
     the producer is already filling the ring for the next tile while the store runs. `release`
     hands a stage back (step 21's: to both blocks of a cluster)."""
-    stages, acc_n, in_flight = plan.stages, plan.acc_n, plan.in_flight
+    stages, acc_n = plan.stages, plan.acc_n
     KT = plan.KT if slices is None else slices
     release = release or release_here(plan)
+    wait = wgmma.wait_for_slice(plan, KT)
 
     @T.macro
     def accumulate(smem, acc, frag, descA, descB, g0, tid, wg, warp, lane):
@@ -167,7 +168,7 @@ def accumulate_tile(plan: Plan, multiply, release=None, slices: int | None = Non
                     T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((g0 + kt2 * 2 + p) % stages)]),
                                          ((g0 + kt2 * 2 + p) // stages) & 1)
                     multiply(smem, acc, frag, descA, descB, (g0 + kt2 * 2 + p) % stages, p, wg, warp, lane)
-                    T.ptx.wgmma.wait_group.sync.aligned(in_flight)
+                    wait(kt2 * 2 + p)
                     if kt2 * 2 + p > 0:
                         release(smem, g0 + kt2 * 2 + p - 1, tid)
         T.ptx.wgmma.wait_group.sync.aligned(0)

@@ -42,8 +42,9 @@ def test_16_bit_step_is_correct_on_odd_shapes(step, dtype, runner, arch):
 
 
 # Rings deeper than 8 stages on a walk of several tiles, or deeper than K's slices: with a wgmma
-# group left in flight these were wrong on an H200 (Plan.in_flight); each block here walks two
-# tiles of 16 slices (9, 10, 12 stages), or has one tile of 10 slices (12 stages).
+# group left in flight and no wait inside the loop on the tile's last slice, these were wrong on
+# an H200 (wgmma.wait_for_slice); each block here walks two tiles of 16 slices (9, 10, 12
+# stages), or has one tile of 10 slices (12 stages).
 @pytest.mark.parametrize("shape, stages", [((8192, 128, 1024), 9), ((8192, 128, 1024), 10),
                                            ((8192, 128, 1024), 12), ((2048, 256, 640), 12)], ids=str)
 @pytest.mark.parametrize("dtype", dtypes.SIXTEEN_BIT)

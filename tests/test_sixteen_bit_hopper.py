@@ -6,6 +6,7 @@ tests/test_gpu_sixteen_bit.py's."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -19,8 +20,8 @@ PTX_TYPE = {"fp16": "f16", "bf16": "bf16"}
 RUNGS = (15, 16, 17, 18, 20, 21, 22)
 
 
-def source(step, M, N, K, dtype) -> str:
-    return schedules.cuda_source(schedules.build(step, M, N, K, arch="sm_90a", dtype=dtype))
+def source(step, M, N, K, dtype, cfg=None) -> str:
+    return schedules.cuda_source(schedules.build(step, M, N, K, arch="sm_90a", config=cfg, dtype=dtype))
 
 
 def wgmma_lines(src: str) -> set[str]:
@@ -59,15 +60,26 @@ def test_step_18_reads_b_as_stored_and_the_others_copy_it(dtype):
 
 
 @pytest.mark.parametrize("step", (16, 17, 18, 20, 21, 22))
-def test_16_bit_consumers_release_a_stage_with_no_group_in_flight(step):
-    """TF32 consumers hand a stage back with one wgmma group running (wait_group 1); the 16-bit
-    ones were measured wrong that way and wait for all (Plan.in_flight)."""
-    tf32, bf16 = source(step, 1024, 1024, 1024, "fp32"), source(step, 1024, 1024, 1024, "bf16")
-    assert "wait_group_sync_aligned_1()" in tf32 and "wait_group_sync_aligned_1()" not in bf16
-    assert "wait_group_sync_aligned_0()" in bf16
+def test_tf32_and_small_16_bit_tiles_hand_a_stage_back_with_one_group_in_flight(step):
+    """Plan.in_flight: TF32 consumers hand a stage back with one wgmma group running (wait_group
+    1) and wait for all on the tile's last slice, inside the loop (wgmma.wait_for_slice); 16-bit
+    ones do so where the accumulator is at most 64 registers a thread (64 x 64 tiles here) and
+    wait for every group on larger tiles, where it measured no faster (the default tiles at
+    1024^3: 256 x 128 in most rungs)."""
+    def loop_waits(dtype, cfg=None):
+        src = source(step, 1024, 1024, 1024, dtype, cfg)
+        return re.findall(r"wait_group_sync_aligned_(\d)\(\);", src[src.index("for (int kt2"):])
+
+    one_in_flight = lambda waits: "1" in waits[:-1] and "0" in waits[:-1] and waits[-1] == "0"
     cfg = schedules.get_step(step).default_config(1024, 1024, 1024)
-    assert wgmma.plan(1024, 1024, 1024, cfg, "bf16").in_flight == 0
-    assert wgmma.plan(1024, 1024, 1024, cfg).in_flight == 1
+    small = replace(cfg, block_m=64, block_n=64)
+    assert one_in_flight(loop_waits("fp32")) and one_in_flight(loop_waits("bf16", small))
+    assert wgmma.plan(1024, 1024, 1024, cfg).in_flight == wgmma.plan(1024, 1024, 1024, small, "bf16").in_flight == 1
+    default = wgmma.plan(1024, 1024, 1024, cfg, "bf16")
+    if default.acc_n > 64:
+        assert default.in_flight == 0 and set(loop_waits("bf16")) == {"0"}
+    else:
+        assert default.in_flight == 1 and one_in_flight(loop_waits("bf16"))
 
 
 @pytest.mark.parametrize("dtype", SIXTEEN)

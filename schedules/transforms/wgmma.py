@@ -244,35 +244,27 @@ class Plan:
 
     @property
     def in_flight(self) -> int:
-        """wgmma groups a consumer leaves running when it hands a stage back (wait_group's N).
+        """wgmma groups a consumer leaves running when it hands a stage back (wait_group's N). 1:
+        the previous slice's group is done, so its stage goes back while this slice's wgmma run;
+        the tile's last slice waits for all (``wait_for_slice``). TF32 always; 16-bit where a
+        consumer's accumulator is at most 64 registers a thread (a wgmma n of 128 or less), else
+        0, every group waited for.
 
-        TF32: 1, the previous slice's group is done, so its stage goes back while this slice's
-        wgmma run. 16-bit: 0. With 1, the 16-bit kernels of steps 16-18 were wrong on the H100
-        (2026-11-27, relative error 3e-2 to 1e-1 against 1.7e-3 at every even number of 64-k
-        slices from 10 up; at odd counts ptxas serialized the wgmma, C7514, and they were right:
-        the first rows of a stage's n-side tile read after the next TMA into it had begun), though the SASS is the TF32 kernel's with HGMMA.64xNx16.F32.BF16 for
-        HGMMA.64xNx8.F32.TF32 (WARPGROUP.DEPBAR.LE gsb0, 0x1 before the release in both);
-        releasing the stage two slices behind also fixed it. Why was not found (time-boxed;
-        results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_in_flight_probe.txt). Waiting for all
-        groups costs step 18 nothing at 4096^3 (698 TFLOP/s against the wrong kernel's 664) and 4%
-        at 8192^3 (665 against 691), measured in one process.
+        Measured (H200, 2026-11-28, bf16, one process, the 16-bit kernel with 1 against 0; rounds
+        alternated where close; docs/hopper.md): 1 is faster on small tiles, whose slices' wgmma
+        are short beside the wait: step 23 at 4096 x 128 x 4096 and 128 x 4096 x 4096 (64 x 64,
+        8 stages) 1.15-1.18x, 8192 x 128 x 1024 (128 x 64) 1.14x, step 20's 64 x 64 deep rings
+        1.07-1.13x, step 26's 128 x 128 over two consumers 1.02x. On larger tiles it gains
+        nothing and can lose: 256 x 128 level at 4096^3 and 8192^3 (steps 21, 22, within +-3%),
+        0.97x (step 18, 256 x 256 x 1024), 0.90x (step 23, 8192 x 1024 x 256: 4 slices a tile);
+        192 x 128 0.99x (1536^3).
 
-        Where it does cost: small tiles in deep rings, memory-bound (64 x 64 in 8 stages at 4096 x
-        128 x 4096). There one group in flight with the stage handed back two slices behind ran
-        step 23 1.06x faster over 22 bf16 shapes (1.20x there; H200, 2026-11-28), but it too gave
-        wrong sums (1.5e-1) at 9, 10 and 12 stages, one case with no stage ever reused (2048 x 256
-        x 640, 12 stages, one tile of 10 slices a block), so what breaks is the group left running,
-        not an early hand-back: git show 10fba2d:results/nvidia-h200/evidence/in_flight_probe.txt.
-        Wrong: more stages than K's slices (12 for 10), or a walk of two tiles of 16 slices in 9,
-        10 or 12 stages; right: 8 stages on any walk, 9-13 for one tile of 16 or 64 slices.
-        CUTLASS's operand fences (an empty asm on every accumulator before wgmma.fence and after
-        wait_group) changed nothing (git show ad95a2f:results/nvidia-h200/evidence/in_flight_fence_probe.txt).
-        The CUDA of the wrong 12-stage ring at 2048 x 256 x 640 does what the right 10-stage one
-        does (each block's one tile: slice kt in stage kt, parity 0, the same descriptors and
-        hand-backs; only the folding of the walk's t = 0 differs), so the ladder's index
-        arithmetic is not it. Next to look at: the SASS of the two (cuobjdump on the GPU machine). Until the cause is known, 16-bit
-        waits for every group at every depth."""
-        return 0 if self.sixteen_bit else 1
+        Until 2026-11-28 16-bit waited for every group everywhere: with 1 its kernels were wrong
+        on the H100 (results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_in_flight_probe.txt) and
+        on an H200 at 9-12 stages. Not the ring: ptxas moved the store's conversions above the
+        ``wait_group 0`` after the loop, so they read the last slice's sums while its group
+        still ran (``wait_for_slice`` has the SASS)."""
+        return 1 if not self.sixteen_bit or self.acc_n <= 64 else 0
 
     @property
     def first(self) -> int:
@@ -503,6 +495,37 @@ def stored(p: Plan, C, acc, row, col):
     if isinstance(C, FusedOutput):
         return rounded(p, p.epilogue.value(acc, row, col, C.bias, C.c_in))
     return rounded(p, acc)
+
+
+def wait_for_slice(p: Plan, slices: int):
+    """A macro for a consumer's loop, after slice `kt`'s wgmma are issued: wait until at most
+    ``Plan.in_flight`` groups still run, and on the last of the tile's `slices`, until none do.
+
+    Why the last slice waits for all, inside the loop: the loop's exit then leaves no group
+    running, so nothing after it can read an accumulator register a wgmma is still writing.
+    A ``wait_group 0`` after the loop is not enough: ptxas moves register-only reads of the
+    accumulator above it (NVRTC 13.0.88's PTX, ptxas 13.0.88 and 13.5.37 alike, SASS read with
+    cuobjdump: the 16-bit store's F2FP conversions above ``WARPGROUP.DEPBAR.LE gsb0, 0x0``,
+    though the PTX has them after the wait and after ``fence_operand``). With a group in flight
+    at the loop's end, those conversions read the last slice's sums half-written: 16-bit rings
+    with ``in_flight`` 1 lost most of their last three k16 steps on all rows of the tile but the
+    first 16 (relative error 0.15-0.17, different each run; H200, 2026-11-28,
+    docs/hopper.md). The fp32 stores' first use of a register is a store to memory, which
+    ptxas keeps below the wait: the TF32 kernels were right, but an epilogue's arithmetic is
+    register-only too, so every consumer waits so."""
+    in_flight = p.in_flight
+
+    @T.macro
+    def wait(kt):
+        if in_flight == 0:
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+        else:
+            if kt == slices - 1:
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+            else:
+                T.ptx.wgmma.wait_group.sync.aligned(in_flight)
+
+    return wait
 
 
 def fence_operand(reg):
