@@ -26,8 +26,8 @@ The probe's alternating rounds (git show 9770cce:results/nvidia-h100-80gb-hbm3/e
 bf16 at 4096^3 0.98-1.07x cuBLAS round by round, at 8192^3 0.91-1.05x; fp16 0.99-1.07x and
 0.87-1.02x. Far below the prediction and the no-store bound (836 against 645): not explained.
 Staging the whole tile in one chunk (3 stages, chunk 32 KB) ran at 515-578 against 650-780: the
-16-bit ring then released a stage only with no wgmma in flight (Plan.in_flight), so it needed all
-four stages. Nsight Compute (4096^3, one launch, 1.60-1.65 GHz under the profiler, 2026-11-27;
+16-bit ring of these tiles releases a stage only with no wgmma in flight (Plan.in_flight), so it
+needs all four stages. Nsight Compute (4096^3, one launch, 1.60-1.65 GHz under the profiler, 2026-11-27;
 results/nvidia-h100-80gb-hbm3/evidence/ncu_steps20-22.txt): bf16 182 us, the tensor pipe active
 92.7% of cycles (step 21: 89.4%), stalls per issued instruction: barrier 10.7, wait 1.2, long
 scoreboard 1.0 (1.3), sleeping 0.6; TF32 343 us, 94.8%, barrier 7.5. So the store's cost is
