@@ -603,3 +603,55 @@ def test_a_sweep_through_a_tracker_picks_the_local_sweeps_winner():
     if a["config"] != b["config"]:
         assert b["gflops"] >= 0.97 * a["gflops"], (a, b)
     assert abs(b["gflops"] / a["gflops"] - 1) < 0.10, (a, b)
+
+
+# --- handing candidates out by size (rpc._Work): each server draws few sizes' inputs ---------
+
+
+class _Item:
+    def __init__(self, size, name):
+        self.size, self.name = size, name
+
+
+def _names(work, client, n):
+    return [work.get(0.01, client).name for _ in range(n)]
+
+
+def test_a_client_keeps_to_the_sizes_it_took_and_others_take_the_rest():
+    work = rpc._Work()
+    for size, name in [("s1", "a1"), ("s1", "a2"), ("s2", "b1"), ("s1", "a3"), ("s2", "b2"), ("s3", "c1")]:
+        work.put(_Item(size, name))
+    assert work.get(0.01, 1).name == "a1"        # the oldest: nobody holds a size yet
+    assert work.get(0.01, 2).name == "b1"        # not s1's next: client 1 took s1, s2 is nobody's
+    assert _names(work, 1, 2) == ["a2", "a3"]    # client 1 keeps to s1
+    assert work.get(0.01, 3).name == "c1"        # a third client: the size nobody took
+    assert work.get(0.01, 3).name == "b2"        # then, rather than idle, the oldest of another's
+    with pytest.raises(rpc.queue.Empty):
+        work.get(0.01, 1)
+
+
+def test_a_client_whose_session_ended_holds_no_size():
+    work = rpc._Work()
+    for size, name in [("s1", "a1"), ("s2", "b1"), ("s1", "a2")]:
+        work.put(_Item(size, name))
+    assert work.get(0.01, 1).name == "a1"
+    work.forget(1)
+    assert work.get(0.01, 2).name == "b1"
+    assert work.get(0.01, 2).name == "a2"        # s1 is nobody's again: the oldest
+    work.claim(2, "s9")
+    work.put(_Item("s8", "x"))
+    work.put(_Item("s9", "y"))
+    assert work.get(0.01, 2).name == "y"         # a claimed size first
+
+
+def test_the_work_queue_waits_for_a_put_and_hands_back_in_order_without_a_client():
+    work = rpc._Work()
+    t = threading.Timer(0.05, lambda: work.put(_Item("s", "late")))
+    t.start()
+    started = time.monotonic()
+    assert work.get(2.0, 1).name == "late" and time.monotonic() - started < 1.5
+    work.put(_Item("s", "p"))
+    work.put(_Item("t", "q"))
+    assert work.get_nowait().name == "p" and work.get(0.01).name == "q"
+    with pytest.raises(rpc.queue.Empty):
+        work.get_nowait()

@@ -468,6 +468,64 @@ class _Session:
         return not self.measured and self.ready - self.started > window_s and self.age() < late
 
 
+class _Work:
+    """The candidates waiting for a server (a queue's put, get and get_nowait), handed out by
+    size: a client takes the oldest candidate of a size it took before in its session (whose
+    inputs its server holds), else the oldest of a size no client has taken, else, rather than
+    wait idle, the oldest. A server draws a size's inputs and their float64 product once per
+    session (RemoteRunner._tensors); handed out in arrival order, every server drew every size,
+    and on 4 H200s that phase grew from 13 s of server time on 1 server to 52 s on 4, ~10 s of
+    each server's 62 (issue 51; results/nvidia-h200/evidence/rpc_scaling_tries.txt)."""
+
+    def __init__(self):
+        self._items: list = []
+        self._ready = threading.Condition()
+        self._takers: dict = {}  # size -> ids of the clients that took a candidate of it
+
+    def put(self, item) -> None:
+        with self._ready:
+            self._items.append(item)
+            self._ready.notify()
+
+    def get_nowait(self):
+        with self._ready:
+            if not self._items:
+                raise queue.Empty
+            return self._items.pop(0)
+
+    def get(self, timeout: float, client: int | None = None):
+        """The next candidate for `client` (an id), waiting up to `timeout` s; queue.Empty if none."""
+        with self._ready:
+            if not self._items:
+                self._ready.wait(timeout)
+            if not self._items:
+                raise queue.Empty
+            item = self._items.pop(self._pick(client))
+            if client is not None:
+                self._takers.setdefault(item.size, set()).add(client)
+            return item
+
+    def _pick(self, client) -> int:
+        free = None
+        for i, item in enumerate(self._items):
+            takers = self._takers.get(item.size, ())
+            if client in takers:
+                return i
+            if free is None and not takers:
+                free = i
+        return free if free is not None else 0
+
+    def claim(self, client: int, size) -> None:
+        with self._ready:
+            self._takers.setdefault(size, set()).add(client)
+
+    def forget(self, client: int) -> None:
+        """`client`'s session ended: its server holds none of its sizes now."""
+        with self._ready:
+            for takers in self._takers.values():
+                takers.discard(client)
+
+
 @dataclass
 class _Client:
     thread: threading.Thread | None = None
@@ -548,7 +606,7 @@ class RemoteRunner:
         self.wait_s = wait_s
         self.served: collections.Counter = collections.Counter()  # server -> candidates it measured
         self.retried = 0  # candidates put back after a lost session
-        self._todo: queue.Queue = queue.Queue()
+        self._todo = _Work()  # handed out by size: _Work says why
         self._results: queue.Queue = queue.Queue()
         self._clients: list[_Client] = []
         self._lock = threading.Lock()
@@ -675,16 +733,19 @@ class RemoteRunner:
             self._serve_until_done(client)
         finally:
             client.session = None  # ends the session: the server takes its next client
+            self._todo.forget(id(client))
 
     def _serve_until_done(self, client: _Client) -> None:
         while not self._closing.is_set() and not client.abandoned:
             try:
-                candidate = self._todo.get(timeout=POLL_S)
+                candidate = self._todo.get(POLL_S, id(client))
             except queue.Empty:
                 continue
             if client.session is not None and not client.session.takes_candidates(self.session_s - self.timeout_s, self.session_s):
                 client.session = None  # new candidates until a timeout_s before the session's end
-            if client.session is None:
+            if client.session is None:  # a new session holds no inputs yet, but will this one's
+                self._todo.forget(id(client))
+                self._todo.claim(id(client), candidate.size)
                 try:
                     client.session = self._open()
                 except NoFreeServer:
