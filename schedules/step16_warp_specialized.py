@@ -29,7 +29,8 @@ fp16 and bf16 (``--dtype``): the same ring on k16 wgmma. (Until 2026-11-28 a 16-
 waited for all its groups before handing a stage back, ``wait_group 0``: with one group left
 running the sums were wrong, because ptxas moved the store's conversions above the wait after
 the loop; now the tile's last slice waits for all inside the loop, ``wgmma.wait_for_slice``,
-and every dtype leaves one group running. The measurements below are of the waiting kernel.)
+and 16-bit leaves one group running where the tile is small, ``Plan.in_flight``: this rung's
+128 x 128 tile over two consumers. The measurements below are of the waiting kernel.)
 Prediction (made before the first 16-bit run, written down after it): 1.25x step 15 as in
 TF32, ~450-500 TFLOP/s at 4096^3. Measured (H100, 2026-11-27,
 git show 9770cce:results/nvidia-h100-80gb-hbm3/evidence/sixteen_bit_hopper_probe.json): 426 / 523 bf16 and

@@ -541,7 +541,8 @@ def settle(p: Plan):
     wait's asm (its "memory" clobber orders memory, not registers), which would read a register
     wgmma has not finished writing. The fp32 store's first use of a register is a store to
     memory, which the clobber keeps below the wait: the TF32 kernels need no fence and stay as
-    measured."""
+    measured. The fence orders the CUDA compiler's PTX only: ptxas still moved the conversions
+    above the wait (``wait_for_slice``, which is what keeps a group from running there)."""
     acc_n, sixteen = p.acc_n, p.sixteen_bit
 
     @T.macro
