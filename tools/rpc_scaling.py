@@ -17,6 +17,16 @@ picks are the same config, or within ``--band`` (2.5%: each pick, timed by the o
 that of the run's own pick; one kernel reads 1.6-2.2% apart between processes), or DIFFERENT,
 printed with both timings. ``--control`` runs the one-server sweep once more at the end: how far
 the sweep repeats itself on one GPU, the yardstick for the winners.
+
+Each count's run is also written to ``logs/rpc-scaling-run-<n>.json``. A call to a lent machine
+lasts at most 10 minutes, and 50 candidates a shape take ~6-7 on one server (what the 4-server
+bar needs: at 25 the ~14 s start alone caps 4 servers near 3.3x), so the counts can be split
+over two calls to the same machine: the first ``--servers 1``, the second ``--servers 2 4
+--runs-from rpc-scaling-run-1.json`` (the first call's file), which joins that run to its own
+and reports and saves all three, against it.
+
+    python tools/rpc_scaling.py --gpus 0,1,2,3 --servers 1 --candidates 50
+    python tools/rpc_scaling.py --gpus 0,1,2,3 --servers 2 4 --candidates 50 --runs-from runs/rpc-scaling-run-1.json --save
 """
 
 from __future__ import annotations
@@ -175,6 +185,18 @@ def report(runs: list[dict], gpu: str, args, control: dict | None = None) -> tup
     return "\n".join(lines), doc
 
 
+def earlier_runs(paths: list[Path], candidates: int) -> list[dict]:
+    """The runs an earlier call wrote (``rpc-scaling-run-<n>.json``): each a count's run, rows
+    included, of the same sweep (the same candidates a shape, or ValueError)."""
+    runs = []
+    for path in paths:
+        r = json.loads(path.read_text())
+        if r["candidates"] != candidates:
+            raise ValueError(f"{path} ran {r['candidates']} candidates a shape, this call {candidates}")
+        runs.append({k: v for k, v in r.items() if k != "candidates"})
+    return runs
+
+
 def winners_table(vs_one: dict) -> list[str]:
     """Every shape's verdict against the one-server run, one column per comparison: "=" the
     same config, "~g%" another config within the band (g: the wider of the two gaps), "DIFF g%"."""
@@ -218,13 +240,22 @@ def main(argv=None) -> int:
                    help=f"two picks read within this of each other are equally good (default {winners.BAND})")
     p.add_argument("--control", action="store_true",
                    help="then the one-server sweep again, and every run's winners against it too")
+    p.add_argument("--runs-from", type=Path, nargs="+", default=[],
+                   help="runs an earlier call wrote (logs/rpc-scaling-run-<n>.json, the same sweep on this "
+                        "machine), joined to this call's")
     p.add_argument("--cpu-test", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     gpus = [g for g in args.gpus.split(",") if g]
+    try:
+        earlier = earlier_runs(args.runs_from, args.candidates)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"rpc_scaling: error: --runs-from: {exc}", file=sys.stderr)
+        return 2
     counts = args.servers or [n for n in (1, 2, 4, 8) if n <= len(gpus)]
-    if not gpus or any(n < 1 or n > len(gpus) for n in counts) or counts[0] != 1:
-        print("rpc_scaling: error: --servers must start at 1 and name at most as many servers as --gpus",
-              file=sys.stderr)
+    have = sorted(counts + [r["servers"] for r in earlier])
+    if not gpus or any(n < 1 or n > len(gpus) for n in counts) or have[0] != 1 or len(set(have)) != len(have):
+        print("rpc_scaling: error: --servers (with --runs-from's) must include 1, once each, and name at most "
+              "as many servers as --gpus", file=sys.stderr)
         return 2
     from steps import results
     from steps.measure import harness
@@ -239,11 +270,13 @@ def main(argv=None) -> int:
 
         gpu = tvm.cuda(0).device_name
     args.logs.mkdir(parents=True, exist_ok=True)
-    runs = []
+    runs = list(earlier)
     for n in counts:
         print(f"{n} server(s) ...", file=sys.stderr, flush=True)
         runs.append(run(n, gpus, args, args.logs))
+        (args.logs / f"rpc-scaling-run-{n}.json").write_text(json.dumps({**runs[-1], "candidates": args.candidates}))
         print(f"  {runs[-1]['wall_s']} s", file=sys.stderr, flush=True)
+    runs.sort(key=lambda r: r["servers"])
     control = None
     if args.control:
         print("1 server again (the control) ...", file=sys.stderr, flush=True)

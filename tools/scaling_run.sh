@@ -5,6 +5,9 @@
 #   tests/test_device_check.py and tests/test_rpc.py -m gpu (~1-2 min). CONFIRM=n: the sweep's
 #   --confirm rounds. CONTROL=1: the one-server sweep again at the end. One server runs ~0.15 s of GPU per step-11 candidate.
 #   CLOCKS=1: each GPU's clocks, power, temperature and throttle reasons every 0.5 s (logs/clocks.csv).
+#   SERVERS="1" / SERVERS="2 4" RUNS_FROM=runs/rpc-scaling-run-1.json: a run split over two calls to one
+#   machine (tools/rpc_scaling.py's header): the first call's logs/rpc-scaling-run-1.json copied into
+#   runs/ (untracked, so the next call carries it), the second call joins it and saves all counts.
 # The same step-11 sweep through 1, 2 (and 4) servers (tools/rpc_scaling.py --save). logs/ come
 # back in $OUT/logs.tar (in $OUT/logs if cut off), results/ in $OUT/scaling-results.tar.
 set -uo pipefail
@@ -39,5 +42,5 @@ fi
 ( time python3 -X importtime -c "import steps.commands.sweep" ) > logs/importtime.txt 2>&1
 tail -n 3 logs/importtime.txt
 timeout $(( ${LIMIT_S:-480} )) python3 tools/rpc_scaling.py --gpus "$GPUS" --candidates "${CANDIDATES:-10}" \
-  ${FORK:+--fork} ${REPEAT:+--repeat "$REPEAT"} ${CONFIRM:+--confirm "$CONFIRM"} ${CONTROL:+--control} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
+  ${SERVERS:+--servers $SERVERS} ${RUNS_FROM:+--runs-from $RUNS_FROM} ${FORK:+--fork} ${REPEAT:+--repeat "$REPEAT"} ${CONFIRM:+--confirm "$CONFIRM"} ${CONTROL:+--control} --save > logs/rpc-scaling.out 2> logs/rpc-scaling.err
 echo "rpc_scaling rc=$?"; cat logs/rpc-scaling.out; tail -n 8 logs/rpc-scaling.err

@@ -1,0 +1,43 @@
+"""tools/rpc_scaling.py: a scaling run split over two calls (--servers 1, then --servers 2
+--runs-from the first's run) reports both counts against the one-server run, on CPU servers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / "tools" / "rpc_scaling.py"
+SWEEP = ["--candidates", "2", "--shapes", "64x64x64,33x65x129", "--cpu-test"]
+
+
+def scaling(*args: str, logs: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOL), "--gpus", "0,1", *args, *SWEEP, "--logs", str(logs)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+
+
+def test_a_run_split_over_two_calls_reports_every_count_against_one_server(tmp_path):
+    first = scaling("--servers", "1", logs=tmp_path / "a")
+    assert first.returncode == 0, first.stderr[-2000:]
+    saved = json.loads((tmp_path / "a" / "rpc-scaling-run-1.json").read_text())
+    assert saved["servers"] == 1 and saved["candidates"] == 2 and len(saved["rows"]) >= 4
+
+    second = scaling("--servers", "2", "--runs-from", str(tmp_path / "a" / "rpc-scaling-run-1.json"),
+                     logs=tmp_path / "b")
+    assert second.returncode == 0, second.stderr[-2000:]
+    table = [line.split() for line in second.stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert [row[0] for row in table[:2]] == ["1", "2"], second.stdout
+    assert table[0][1] == f"{saved['wall_s']:.1f}" and table[0][2] == "1.00x"  # the first call's run is the base
+    assert "winners, 2 servers against 1: 2 shapes" in second.stdout
+
+
+def test_runs_from_another_sweep_or_without_one_server_is_refused_in_one_line(tmp_path):
+    run = tmp_path / "rpc-scaling-run-1.json"
+    run.write_text(json.dumps({"servers": 1, "candidates": 5, "wall_s": 1.0, "rows": []}))
+    other = scaling("--servers", "2", "--runs-from", str(run), logs=tmp_path)
+    assert other.returncode == 2 and "ran 5 candidates a shape, this call 2" in other.stderr
+    assert len(other.stderr.strip().splitlines()) == 1
+    no_one = scaling("--servers", "2", logs=tmp_path)
+    assert no_one.returncode == 2 and "must include 1" in no_one.stderr
