@@ -7,6 +7,8 @@ the GPU is tests/test_gpu_shapes.py's and tests/test_gpu_sixteen_bit_shapes.py's
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -131,6 +133,33 @@ def test_the_tiles_last_slice_waits_for_every_wgmma_group_inside_the_loop(dtype,
     loop = src[src.index("for (int kt2"):]
     waits = re.findall(r"wait_group_sync_aligned_(\d)\(\);", loop)
     assert sorted(waits[:-1]) == ["0", "1", "1"] and waits[-1] == "0", waits
+
+
+def accumulator_reads_after_the_last_wgmma(sass: str) -> list[str]:
+    """The SASS from the last HGMMA to the first conversion of the accumulator after it (F2FP)."""
+    lines = [line.split(";")[0].split("*/")[-1].strip() for line in sass.splitlines() if "*/" in line]
+    last = max(i for i, line in enumerate(lines) if "HGMMA" in line)
+    first = next(i for i, line in enumerate(lines) if i > last and line.startswith("F2FP"))
+    return lines[last:first + 1]
+
+
+@pytest.mark.gpu  # no GPU needed, but the GPU machines' NVRTC (13.0.88) is what moved the conversions
+@pytest.mark.skipif(shutil.which("cuobjdump") is None, reason="no cuobjdump here (it comes with a CUDA toolkit)")
+def test_no_conversion_of_the_accumulator_runs_while_a_wgmma_group_may_still_write_it(tmp_path):
+    """wgmma.wait_for_slice, in the SASS NVRTC builds here: between a 16-bit consumer's last
+    wgmma and its store's first conversion of the accumulator there is a wait for every group.
+    Step 16's 128 x 128 tile keeps a group in flight (Plan.in_flight); with the wait only after
+    the loop, NVRTC 13.0.88 (the GPU machines') put this kernel's conversions above it, which
+    read sums the last group was still writing (checked 2026-11-28; NVRTC 13.5's build kept
+    them below, so only an NVRTC like the GPU machines' can catch it)."""
+    from tvm.support import nvcc as tvm_nvcc
+
+    src = schedules.cuda_source(schedules.build(16, 256, 256, 1024, arch="sm_90a", dtype="bf16"))
+    cubin = tmp_path / "ring.cubin"
+    cubin.write_bytes(tvm_nvcc.compile_cuda(src, target_format="cubin", arch="sm_90a"))
+    sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    between = accumulator_reads_after_the_last_wgmma(sass)
+    assert any(line.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x0") for line in between), between
 
 
 @pytest.mark.parametrize("cfg, words", [
