@@ -41,3 +41,14 @@ def test_runs_from_another_sweep_or_without_one_server_is_refused_in_one_line(tm
     assert len(other.stderr.strip().splitlines()) == 1
     no_one = scaling("--servers", "2", logs=tmp_path)
     assert no_one.returncode == 2 and "must include 1" in no_one.stderr
+
+
+def test_a_sweep_that_stops_before_its_first_result_is_one_line_not_a_traceback(tmp_path):
+    # 2026-11-28: --candidates 50 against the sweep's old limit of 25 ended in a FileNotFoundError
+    # for the log the sweep never wrote, a device call spent to learn it.
+    over = subprocess.run([sys.executable, str(TOOL), "--gpus", "0", "--servers", "1", "--candidates", "65",
+                           "--shapes", "64x64x64", "--cpu-test", "--logs", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert over.returncode == 1 and "Traceback" not in over.stderr, over.stderr[-2000:]
+    said = [line for line in over.stderr.splitlines() if line.startswith("rpc_scaling: error:")]
+    assert len(said) == 1 and "--candidates must be at most 64, got 65" in said[0]

@@ -258,7 +258,7 @@ def test_sweep_dry_run_by_shape(capsys):
     (["--step", "10", "--candidates", "5", "--dry-run"], ("--candidates", "step 10")),
     (["--step", "11", "--top", "2", "--dry-run"], ("--top", "step 11")),
     (["--step", "11", "--shapes", "64x64", "--dry-run"], ("MxNxK",)),
-    (["--step", "11", "--shapes", "64x64x64", "--candidates", "26", "--dry-run"], ("--candidates", "25")),
+    (["--step", "11", "--shapes", "64x64x64", "--candidates", "65", "--dry-run"], ("--candidates", "64")),
 ])
 def test_sweep_shape_errors_are_one_line(argv, words, capsys):
     assert sweep.main(argv) == 2

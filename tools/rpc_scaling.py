@@ -69,6 +69,10 @@ def where_time_went(rows: list[dict]) -> dict:
             "confirm_server_s": round(sum(r["rpc"]["load_s"] + r["rpc"]["run_s"] for r in again if "rpc" in r), 1)}
 
 
+class SweepFailed(RuntimeError):
+    pass
+
+
 def run(n: int, gpus: list[str], args, logs: Path, tag: str = "") -> dict:
     from steps.commands import rpc_pool
 
@@ -102,6 +106,10 @@ def run(n: int, gpus: list[str], args, logs: Path, tag: str = "") -> dict:
         ended = launched + wall
     finally:
         launch.stop()
+    if not log.exists():  # the sweep stopped before its first result (a usage error, say): its own last line
+        said = (logs / f"rpc-scaling-{n}{tag}.err").read_text().strip().splitlines()
+        raise SweepFailed(f"the sweep on {n} server(s) exited {proc.returncode} with no log: "
+                          f"{said[-1] if said else '(nothing on stderr)'}")
     rows = sweep_log(log)
     # the sweep's own time line (steps.sweep prints it): its start, first and last result, close
     lines = [line for line in (logs / f"rpc-scaling-{n}{tag}.err").read_text().splitlines() if line.startswith("time line")]
@@ -273,7 +281,11 @@ def main(argv=None) -> int:
     runs = list(earlier)
     for n in counts:
         print(f"{n} server(s) ...", file=sys.stderr, flush=True)
-        runs.append(run(n, gpus, args, args.logs))
+        try:
+            runs.append(run(n, gpus, args, args.logs))
+        except SweepFailed as exc:
+            print(f"rpc_scaling: error: {exc}", file=sys.stderr)
+            return 1
         (args.logs / f"rpc-scaling-run-{n}.json").write_text(json.dumps({**runs[-1], "candidates": args.candidates}))
         print(f"  {runs[-1]['wall_s']} s", file=sys.stderr, flush=True)
     runs.sort(key=lambda r: r["servers"])

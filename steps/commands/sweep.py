@@ -110,7 +110,9 @@ TUNED_DIR = Path(schedules.__file__).resolve().parent / "tuned"
 SHAPE_FILE = Path(schedules.__file__).resolve().parent.parent / "bench" / "shapes.toml"
 TOP = 4  # configs carried from one stage to the next (staged sweeps)
 NEIGHBOURHOOD = 20  # candidates per shape for a step with sweep_candidates (step 11)
-MAX_NEIGHBOURHOOD = 25  # ~40 shapes x 25 in about 5 minutes on an H100 (12 build workers)
+# ~40 shapes x 25 take about 5 minutes on an H100 (12 build workers); issue 51's scaling run takes 50
+# (a fixed ~14 s start would cap 4 servers near 3.3x at 25), and the rule's neighbourhood has ~50.
+MAX_NEIGHBOURHOOD = 64
 # A shape sweep's confirmation round (sweep_shapes): its FINALISTS fastest within FINALIST_WITHIN
 # of the fastest are timed again, CONFIRM_ROUNDS rounds in turns; the fastest of them wins (pick).
 CONFIRM_ROUNDS = 10
