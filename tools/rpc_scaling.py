@@ -27,6 +27,14 @@ and reports and saves all three, against it.
 
     python tools/rpc_scaling.py --gpus 0,1,2,3 --servers 1 --candidates 50
     python tools/rpc_scaling.py --gpus 0,1,2,3 --servers 2 4 --candidates 50 --runs-from runs/rpc-scaling-run-1.json --save
+
+``--report-only`` runs nothing: it reports (and with ``--save`` saves) the runs of ``--runs-from``,
+one per count, on any machine; ``--control-from`` takes a one-server run of another call as the
+control (``--control``'s yardstick). So counts from several calls to one lent machine (each call's
+``logs/rpc-scaling-run-<n>.json``, their ``gpu`` or ``--gpu-name``) make one table:
+
+    python tools/rpc_scaling.py --report-only --candidates 50 --runs-from a/run-1.json b/run-2.json a/run-4.json \
+        --control-from c/run-1.json --save
 """
 
 from __future__ import annotations
@@ -233,7 +241,7 @@ def winners_table(vs_one: dict) -> list[str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python tools/rpc_scaling.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gpus", required=True, help="the GPUs, e.g. 0,1,2,3 (CUDA_VISIBLE_DEVICES values)")
+    p.add_argument("--gpus", default="", help="the GPUs, e.g. 0,1,2,3 (CUDA_VISIBLE_DEVICES values)")
     p.add_argument("--servers", type=int, nargs="+", default=None, help="server counts (default 1, 2, 4 ... up to the GPUs)")
     p.add_argument("--candidates", type=int, default=10, help="candidates per shape (default 10)")
     p.add_argument("--repeat", type=int, default=None, help="timed samples per candidate (default: the sweep's)")
@@ -251,24 +259,42 @@ def main(argv=None) -> int:
     p.add_argument("--runs-from", type=Path, nargs="+", default=[],
                    help="runs an earlier call wrote (logs/rpc-scaling-run-<n>.json, the same sweep on this "
                         "machine), joined to this call's")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: report the runs of --runs-from (one per count, 1 among them)")
+    p.add_argument("--control-from", type=Path, default=None,
+                   help="a one-server run an earlier call wrote, as the control (see --control)")
+    p.add_argument("--gpu-name", default=None,
+                   help="with --report-only, the GPU the runs ran on where their files do not say it")
     p.add_argument("--cpu-test", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     gpus = [g for g in args.gpus.split(",") if g]
     try:
         earlier = earlier_runs(args.runs_from, args.candidates)
+        control_from = earlier_runs([args.control_from], args.candidates)[0] if args.control_from else None
     except (OSError, ValueError, KeyError) as exc:
-        print(f"rpc_scaling: error: --runs-from: {exc}", file=sys.stderr)
+        print(f"rpc_scaling: error: --runs-from / --control-from: {exc}", file=sys.stderr)
         return 2
-    counts = args.servers or [n for n in (1, 2, 4, 8) if n <= len(gpus)]
+    counts = [] if args.report_only else args.servers or [n for n in (1, 2, 4, 8) if n <= len(gpus)]
     have = sorted(counts + [r["servers"] for r in earlier])
-    if not gpus or any(n < 1 or n > len(gpus) for n in counts) or have[0] != 1 or len(set(have)) != len(have):
+    if (not args.report_only and not gpus) or any(n < 1 or n > len(gpus) for n in counts) or not have \
+            or have[0] != 1 or len(set(have)) != len(have):
         print("rpc_scaling: error: --servers (with --runs-from's) must include 1, once each, and name at most "
               "as many servers as --gpus", file=sys.stderr)
+        return 2
+    if control_from is not None and (control_from["servers"] != 1 or args.control):
+        print("rpc_scaling: error: --control-from takes a one-server run, and not with --control", file=sys.stderr)
         return 2
     from steps import results
     from steps.measure import harness
 
-    if args.cpu_test:
+    if args.report_only:
+        named = {r.get("gpu") for r in earlier + ([control_from] if control_from else [])} - {None}
+        if args.gpu_name is None and len(named) != 1:
+            print(f"rpc_scaling: error: --report-only: the runs name {sorted(named) or 'no GPU'}: say which "
+                  f"with --gpu-name", file=sys.stderr)
+            return 2
+        gpu = args.gpu_name or named.pop()
+    elif args.cpu_test:
         gpu = "CPU (llvm, a trial of the tool)"
     elif not harness.gpu_present():
         print("rpc_scaling: error: no CUDA GPU found", file=sys.stderr)
@@ -277,7 +303,8 @@ def main(argv=None) -> int:
         import tvm
 
         gpu = tvm.cuda(0).device_name
-    args.logs.mkdir(parents=True, exist_ok=True)
+    if counts:
+        args.logs.mkdir(parents=True, exist_ok=True)
     runs = list(earlier)
     for n in counts:
         print(f"{n} server(s) ...", file=sys.stderr, flush=True)
@@ -286,10 +313,10 @@ def main(argv=None) -> int:
         except SweepFailed as exc:
             print(f"rpc_scaling: error: {exc}", file=sys.stderr)
             return 1
-        (args.logs / f"rpc-scaling-run-{n}.json").write_text(json.dumps({**runs[-1], "candidates": args.candidates}))
+        (args.logs / f"rpc-scaling-run-{n}.json").write_text(json.dumps({**runs[-1], "candidates": args.candidates, "gpu": gpu}))
         print(f"  {runs[-1]['wall_s']} s", file=sys.stderr, flush=True)
     runs.sort(key=lambda r: r["servers"])
-    control = None
+    control = control_from
     if args.control:
         print("1 server again (the control) ...", file=sys.stderr, flush=True)
         control = run(1, gpus, args, args.logs, tag="-control")
