@@ -5,13 +5,19 @@
 # evidence: about 0.8 MB), and put it back after:
 #   bash tools/device_hold.sh out      # moved to $HOLD (default /tmp/device-hold), outside the tree
 #   bash tools/device_hold.sh back     # restored (a file the call wrote anew keeps the call's version)
+# ALSO="docs tests results" moves those folders' tracked files too, for a call that reads none of them
+# and carries more than .gpu (issue 51's scaling run with .rpcdeps and a 1.4 MB runs/ file: 2026-11-28).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 HOLD=${HOLD:-/tmp/device-hold}
 case "${1:-}" in
   out)
     if [ -d "$HOLD" ] && [ -n "$(ls -A "$HOLD")" ]; then echo "device_hold.sh: $HOLD is not empty: run 'back' first" >&2; exit 2; fi
-    git ls-files '*.png' '*.csv' 'results/*/evidence/*' | while read -r f; do
+    also=()
+    for d in ${ALSO:-}; do
+      case "$d" in docs|tests|results) also+=("$d/") ;; *) echo "device_hold.sh: ALSO takes docs, tests, results, not $d" >&2; exit 2 ;; esac
+    done
+    git ls-files '*.png' '*.csv' 'results/*/evidence/*' "${also[@]}" | while read -r f; do
       [ -f "$f" ] || continue
       mkdir -p "$HOLD/$(dirname "$f")" && mv "$f" "$HOLD/$f"
     done
