@@ -58,7 +58,11 @@ def test_runs_from_another_sweep_or_without_one_server_is_refused_in_one_line(tm
     unnamed = scaling("--report-only", "--runs-from", str(run), logs=tmp_path)
     assert unnamed.returncode == 2 and "say which with --gpu-name" in unnamed.stderr
     two = scaling("--report-only", "--runs-from", str(run), "--control-from", str(run), "--control", logs=tmp_path)
-    assert two.returncode == 2 and "not with --control" in two.stderr
+    assert two.returncode == 2 and "not with --servers, --control" in two.stderr
+    both = scaling("--servers", "2", "--runs-from", str(run), "--control-from", str(run), "--control", logs=tmp_path)
+    assert both.returncode == 2 and "--control-from takes a one-server run, and not with --control" in both.stderr
+    servers = scaling("--report-only", "--runs-from", str(run), "--servers", "2", logs=tmp_path)
+    assert servers.returncode == 2 and len(servers.stderr.strip().splitlines()) == 1
 
 
 def test_a_sweep_that_stops_before_its_first_result_is_one_line_not_a_traceback(tmp_path):

@@ -274,6 +274,9 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"rpc_scaling: error: --runs-from / --control-from: {exc}", file=sys.stderr)
         return 2
+    if args.report_only and (args.servers or args.control or args.fork):
+        print("rpc_scaling: error: --report-only runs nothing: not with --servers, --control or --fork", file=sys.stderr)
+        return 2
     counts = [] if args.report_only else args.servers or [n for n in (1, 2, 4, 8) if n <= len(gpus)]
     have = sorted(counts + [r["servers"] for r in earlier])
     if (not args.report_only and not gpus) or any(n < 1 or n > len(gpus) for n in counts) or not have \
