@@ -152,7 +152,9 @@ def test_16_bit_operands_reach_the_gpu_bit_for_bit():
 def test_16_bit_special_values(dtype, arch):
     """python -m steps.special --dtype's classes at 256^3: cuBLAS in the dtype puts inf and NaN
     where the float64 product rounded to the dtype has them (the yardstick is what the suite says
-    it is), and every step with the dtype meets the contract on every class."""
+    it is) on every class but those whose pattern depends on the order of an fp32 sum (bf16's
+    scale 2^63: cuBLAS differs there on an H200 at 256^3 and on an H100 at 1024^3), and every step
+    with the dtype meets the contract on every class."""
     if not harness.cublas_available():
         pytest.skip("CuPy or cuBLAS not installed")
     from steps.commands import special as command
@@ -162,6 +164,8 @@ def test_16_bit_special_values(dtype, arch):
     steps = [s for s in command.steps_of(dtype) if s.runs_on(arch)]
     doc = command.run(steps, list(data.classes_for(dtype)), 256, command.DEFAULT_SEED, arch, progress=lambda _: None,
                       dtype=dtype)
+    order_dependent = {c.name for c in data.classes_for(dtype) if c.order_dependent}
     cublas = [r for r in doc["rows"] if r["impl"] == special.BASELINE]
-    assert all(r["error"] is None and r["pattern_equal"] for r in cublas), cublas
+    assert all(r["error"] is None for r in cublas), cublas
+    assert [r["class"] for r in cublas if not r["pattern_equal"] and r["class"] not in order_dependent] == [], cublas
     assert special.failures(doc) == []

@@ -473,6 +473,29 @@ def test_each_16_bit_class_scores_a_correctly_rounded_output_as_correct(dtype):
         assert score["rel_err"] < 0.2, (cls.name, score)  # subnormal outputs keep few bits: ~0.1 at K = 64
 
 
+def _fp32_sum_in_order(a, b, dtype, ks):
+    """C summed in fp32, one k at a time in the order `ks`, as a kernel's accumulator does."""
+    A, B = (dtypes.to_float64(x, dtype).astype(np.float32) for x in (a, b))
+    acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in ks:
+            acc = acc + np.outer(A[:, k], B[k, :])
+    return acc
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_a_class_is_marked_order_dependent_exactly_where_an_fp32_sums_inf_pattern_moves_with_its_order(dtype):
+    """order_dependent (the GPU test lets cuBLAS differ from the rounded product there): on bf16's
+    scale 2^63 the same fp32 sum run forwards and backwards over K puts inf in different places;
+    on every other class the two orders agree with each other."""
+    for cls in special_data.classes_for(dtype):
+        a, b = special_data.operands(cls, 64, 3, dtype)
+        K = a.shape[1]
+        forwards = np.isinf(_fp32_sum_in_order(a, b, dtype, range(K)))
+        backwards = np.isinf(_fp32_sum_in_order(a, b, dtype, range(K - 1, -1, -1)))
+        assert (forwards != backwards).any() == cls.order_dependent, cls.name
+
+
 def test_16_bit_classes_reach_the_ends_of_their_range():
     def rounded_ref(dtype, name):
         cls = next(c for c in special_data.classes_for(dtype) if c.name == name)

@@ -54,6 +54,12 @@ class DataClass:
     make: Callable  # (rng, M, N, K) -> (A, B), fp32
     shape: tuple[int, int, int] | None = None  # None: the run's square size
     held_to_bar: bool = True  # False: a limit the suite measures and reports, not a bar
+    # True: fp32 partial sums pass fp32's largest value where the whole sum may not, so where
+    # C is inf depends on the order of the sum, and cuBLAS's own pattern can differ from the
+    # rounded float64 product's (bf16's scale 2^63: differs on the H100 at 1024^3, 2026-11-27,
+    # and on the H200 at 256^3, 2026-11-28). The contract already asks nothing of a step where
+    # cuBLAS differs; this says where the yardstick itself is not expected to match.
+    order_dependent: bool = False
 
     def shape_for(self, size: int) -> tuple[int, int, int]:
         return self.shape if self.shape is not None else (size, size, size)
@@ -156,7 +162,8 @@ SIXTEEN_BIT_CLASSES: dict = {
     "bf16": (
         DataClass("scale 2^60", "both operands uniform in [-1, 1) x 2^60: products near 2^120, fp32's and bf16's "
                   "upper range", _scaled(60)),
-        DataClass("scale 2^63", "x 2^63: products near 2^126, sums past 2^128 overflow fp32 and bf16 to inf", _scaled(63)),
+        DataClass("scale 2^63", "x 2^63: products near 2^126, sums past 2^128 overflow fp32 and bf16 to inf", _scaled(63),
+                  order_dependent=True),
         DataClass("scale 2^-60", "x 2^-60: products near 2^-120", _scaled(-60)),
         DataClass("scale 2^-66", "x 2^-66: products near 2^-132, below fp32's and bf16's smallest normal (2^-126)",
                   _scaled(-66)),
