@@ -162,8 +162,9 @@ class Step:
             raise ConfigError(f"step {self.number} has no fused epilogue: it is written for steps that schedule "
                               f"the base matmul (1-13) and the Hopper rungs {', '.join(map(str, EPILOGUE_RUNGS))}")
         if epilogue is not None and dtype != "fp32" and kernel is None:
+            sixteen = [n for n in EPILOGUE_RUNGS if dtype in get_step(n).dtypes]
             raise ConfigError(f"step {self.number}'s fused epilogue is written for fp32 inputs only; in {dtype}, "
-                              f"the Hopper rungs {', '.join(map(str, EPILOGUE_RUNGS))} have one")
+                              f"the Hopper rungs {', '.join(map(str, sixteen))} have one")
         cfg = self.default_config(M, N, K, dtype) if config is None else config
         # Exact type: later steps' configs subclass earlier ones but mean more (e.g. thread_m).
         if type(cfg) is not self.Config:

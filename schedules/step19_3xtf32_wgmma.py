@@ -115,6 +115,17 @@ shape's last wave may leave SMs idle (1536^3: 144 tiles on 132 SMs). A stagger o
 together) was tried: the branch on the warpgroup inside the loop made ptxas serialize every
 wgmma (warning C7518), in two copies of the loop as well.
 
+A fused epilogue (D = act(alpha * AB + bias + beta * C_in), issue 50) goes in ``store_split``
+after the fallback's test: each value stored is the epilogue of the total, the flag is the raw
+total's; a thread whose flag is up (rare) writes its raw totals back from registers, recomputes
+what the fallback asks, then applies the epilogue in place, so the contract is the bare kernel's
+(a GPU test: D = 2 AB is twice the bare C bit for bit on the classes that take the fallback).
+Prediction: GELU's erff is 64 values a consumer thread once per tile, against 1,000 us of tensor
+work at 4096^3: under 1%, as step 11's. Measured (H200, 2026-11-28, python -m steps.epilogue --step
+19 --sizes 4096 --rounds 3): bias and GELU 1.020x the bare kernel (1.1743 against 1.1511 ms), the
+product and a separate kernel 1.043x the fused one; error 5.5e-7. More than predicted: the store
+runs while no wgmma does (both consumers store together), as in steps 20-22 (docs/models.md).
+
 The rung's own pieces, below: ``split_a_tile`` (the producer's helper warps), ``multiply_split``
 (three wgmma per k step), ``consume_split`` (the chunks and their promotion), ``flush_partial``
 and ``store_split`` (the total to C, with the fp32 fallback); the loads are step 18's and the
@@ -144,6 +155,7 @@ ARCH = "sm_90a"
 Config = Wgmma3xTF32Config
 PASS_CONFIG: dict = {}
 PIECES = ("split_a_tile", "multiply_split", "consume_split", "store_split")
+EPILOGUE = True  # D = act(alpha * A @ B + bias + beta * C_in) in store_split, after the fallback's test
 # Three products where step 18 issues one: slower than its TF32 prior by design, for fp32 accuracy.
 EXPECTED_REGRESSION = dict.fromkeys(
     (512, 1024, 2048, 4096),
@@ -241,9 +253,12 @@ def multiply_split(plan: Plan):
 
 
 def store_split(plan: Plan):
-    """A macro: the fp32 total to C, and the fallback for NaN and tiny outputs."""
+    """A macro: the fp32 total to C, and the fallback for NaN and tiny outputs. With a fused
+    epilogue (C a wgmma.FusedOutput), D = the epilogue of the total; the fallback's test and its
+    recomputation see the raw product, so the fp32 contract is the bare kernel's."""
     M, N, K, acc_n, flush = plan.M, plan.N, plan.K, plan.acc_n, flushes(plan)
     tiny_bits = fp32_fallback.tiny_bound_bits(K)
+    fused = plan.epilogue is not None and plan.fused
 
     @T.macro
     def store_split(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane):
@@ -257,9 +272,20 @@ def store_split(plan: Plan):
                         if flush:
                             total[i * 4 + 2 * h + c] = total[i * 4 + 2 * h + c] + C[
                                 c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)]
-                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[i * 4 + 2 * h + c]
+                        # (C: the output, or a fused epilogue's D and inputs: wgmma.FusedOutput)
+                        wgmma.output(C)[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = wgmma.stored(
+                            plan, C, total[i * 4 + 2 * h + c], c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane))
                         flag[0] = flag[0] | T.Cast("int32", fp32_fallback._needs_fp32(total[i * 4 + 2 * h + c], tiny_bits))
         if flag[0] != 0:
+            if fused:
+                # D holds the epilogue's values: put this thread's raw totals back (still in
+                # registers) for the test and the recomputation below, which read them from D.
+                for i in T.unroll(acc_n // 4):
+                    for h in T.unroll(2):
+                        for c in T.unroll(2):
+                            if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
+                                wgmma.output(C)[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[
+                                    i * 4 + 2 * h + c]
             # Rare: one loop over this thread's outputs, re-read from C (registers cannot be
             # indexed by a loop variable without going to the stack).
             for j in T.serial(acc_n):
@@ -271,7 +297,14 @@ def store_split(plan: Plan):
                             fallback[0] = T.call_pure_extern(
                                 "float32", "fmaf", A_op[c_row(m0, j // 4, j % 2, lane), k],
                                 B_op[k, c_col(n0, j // 2 % 2, wg, warp, lane)], fallback[0])
-                        C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
+                        wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
+            if fused:
+                # Then the epilogue, in place, on the products the contract asks for.
+                for j in T.serial(acc_n):
+                    if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
+                        wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = \
+                            wgmma.stored(plan, C, C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)],
+                                         c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane))
 
     return store_split
 
@@ -287,7 +320,7 @@ def flush_partial(plan: Plan):
             for h in T.unroll(2):
                 for c in T.unroll(2):
                     if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
-                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[
+                        wgmma.output(C)[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[
                             i * 4 + 2 * h + c] + T.if_then_else(chunk == FLUSH_CHUNKS, T.float32(0), C[
                                 c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)])
                     total[i * 4 + 2 * h + c] = T.float32(0)
@@ -377,7 +410,8 @@ def consumer(plan: Plan):
     return consumer_
 
 
-def kernel(M: int, N: int, K: int, cfg: Wgmma3xTF32Config):
+def kernel(M: int, N: int, K: int, cfg: Wgmma3xTF32Config, dtype: str = "fp32", epilogue=None, fused=True):
     # Two slices' fragments, big and small (64 registers); the split's float4 loads in flight.
-    p = wgmma.plan(M, N, K, cfg, frag_regs=64, stash_regs=4 * SPLIT_BATCH)
+    # (dtype: fp32 only, Step.check_dtype; the parameter is the epilogue rungs' signature.)
+    p = wgmma.plan(M, N, K, cfg, frag_regs=64, stash_regs=4 * SPLIT_BATCH, epilogue=epilogue, fused=fused)
     return wgmma.prim_func(p, warp_specialized(p, produce(p, load_b_boxes(p)), consumer(p), helpers=split_stages(p)))

@@ -57,8 +57,10 @@ past the best run here).
 
 The rung's own pieces, below: ``tile_walk`` (a block's tiles), ``split_tiles`` (the helper warps
 over them) and ``consume_split_tiles`` (a consumer over them). The loads and the walk's order are
-step 20's; the split, the three products, the promotion and the store step 19's; the kernel (its
-roles and registers) step 16's, launched on step 20's grid.
+step 20's; the split, the three products, the promotion and the store step 19's (with a fused
+epilogue too: step 19's ``store_split`` applies it after the fallback's test of the raw total); the
+kernel (its roles and registers) step 16's, launched on step 20's grid. On an H200 (2026-11-28) a
+GPU test checks the epilogue over a walk of tiles (2048 x 1536 x 256: 192 tiles on 128 blocks).
 
 Run: python -m steps.step25
 """
@@ -87,6 +89,7 @@ PRIOR = 19  # an fp32-accurate rung: measured against step 19, not step 20 (TF32
 Config = Wgmma3xTF32PersistentConfig
 PASS_CONFIG: dict = {}
 PIECES = ("tile_walk", "split_tiles", "consume_split_tiles")
+EPILOGUE = True  # step 19's store_split: D = the epilogue of the total, the fallback on the raw product
 EXPECTED_REGRESSION: dict = {}
 
 
@@ -152,9 +155,11 @@ def consume_split_tiles(plan: Plan):
     return consumer
 
 
-def kernel(M: int, N: int, K: int, cfg: Wgmma3xTF32PersistentConfig):
+def kernel(M: int, N: int, K: int, cfg: Wgmma3xTF32PersistentConfig, dtype: str = "fp32", epilogue=None,
+           fused=True):
     # Step 19's registers: two slices' fragments, big and small (64), the split's float4 loads.
-    p = wgmma.plan(M, N, K, cfg, frag_regs=64, stash_regs=4 * SPLIT_BATCH)
+    # A fused epilogue goes through step 19's store_split (its fallback sees the raw product).
+    p = wgmma.plan(M, N, K, cfg, frag_regs=64, stash_regs=4 * SPLIT_BATCH, epilogue=epilogue, fused=fused)
     # Step 19's kernel (step 16's roles with its helpers), on grid(p) blocks that walk their tiles.
     return wgmma.prim_func(p, warp_specialized(p, produce_tiles(p, load_b_boxes(p), tile_walk), consume_split_tiles(p),
                                                helpers=split_tiles(p), blocks=grid(p)))
