@@ -546,13 +546,14 @@ def test_expected_regression_lookup():
         results.validate(_doc(expected_regression=["2048"]))
 
 
-def test_the_committed_h200_gate_skips_steps_3_14_and_19_only():
+def test_the_committed_h200_gate_skips_steps_3_14_19_and_21_only():
     """What tests/test_gpu.py's step-over-step gate will decide at 2048 on an H200: step 3 (the
-    unshared copy), steps 14 and 19 (three TF32 products) are slower than their priors by
-    design; step 12's mark covers 512 and 1024 only, steps 15's and 17's small sizes."""
+    unshared copy), steps 14 and 19 (three TF32 products) and step 21 (a cluster's blocks wait
+    for each other at 2048 and below; committed for the H200 on 2026-11-28) are slower than their
+    priors by design; step 12's mark covers 512 and 1024 only, steps 15's and 17's small sizes."""
     marked = []
     for step in schedules.STEPS[1:]:
         doc = results.committed("NVIDIA H200", step.number)
         if doc is not None and results.expected_regression(doc, 2048, 2048, 2048, step.module):
             marked.append(step.number)
-    assert marked == [3, 14, 19]
+    assert marked == [3, 14, 19, 21]
