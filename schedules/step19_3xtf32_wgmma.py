@@ -120,11 +120,12 @@ after the fallback's test: each value stored is the epilogue of the total, the f
 total's; a thread whose flag is up (rare) writes its raw totals back from registers, recomputes
 what the fallback asks, then applies the epilogue in place, so the contract is the bare kernel's
 (a GPU test: D = 2 AB is twice the bare C bit for bit on the classes that take the fallback).
-Prediction: GELU's erff is 64 values a consumer thread once per tile, against 1,000 us of tensor
-work at 4096^3: under 1%, as step 11's. Measured (H200, 2026-11-28, python -m steps.epilogue --step
-19 --sizes 4096 --rounds 3): bias and GELU 1.020x the bare kernel (1.1743 against 1.1511 ms), the
-product and a separate kernel 1.043x the fused one; error 5.5e-7. More than predicted: the store
-runs while no wgmma does (both consumers store together), as in steps 20-22 (docs/models.md).
+Expected (no prediction was written before the change; this is step 11's measurement carried
+over): GELU's erff on 64 values a consumer thread once per tile, against ~1 ms of tensor work at
+4096^3, under 1%. Measured (H200, 2026-11-28, python -m steps.epilogue --step 19 --sizes 4096
+--rounds 3): bias and GELU 1.020x the bare kernel (1.1743 against 1.1511 ms), the product and a
+separate kernel 1.043x the fused one; error 5.5e-7. More than step 11's: here the store runs while
+no wgmma does (both consumers store together), as in steps 20-22 (docs/models.md).
 
 The rung's own pieces, below: ``split_a_tile`` (the producer's helper warps), ``multiply_split``
 (three wgmma per k step), ``consume_split`` (the chunks and their promotion), ``flush_partial``
