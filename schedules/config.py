@@ -911,6 +911,22 @@ class WgmmaTmaStoreConfig(WgmmaClusterConfig):
 
 
 @dataclass(frozen=True)
+class WgmmaStreamKConfig(WgmmaTmaStoreConfig):
+    """Step 27: step 22's kernel, except where the pairs of tiles do not divide evenly over the
+    clusters (ctas / 2) and the last wave and one more, the pairs it streams (cuts into equal ranges
+    of K slices, one per cluster), are at most 1 / `stream_share` of all pairs; 1: wherever they do
+    not divide evenly."""
+
+    stream_share: int = 8
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if not isinstance(self.stream_share, int) or isinstance(self.stream_share, bool) or not 1 <= self.stream_share <= 64:
+            raise ConfigError(f"stream_share must be 1 to 64 (stream where the streamed pairs are at most 1/stream_share "
+                              f"of all), got {self.stream_share!r}")
+        super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
 class MatvecConfig:
     """Step 24 (M <= 16; larger M 16 rows at a time): a block of lanes_n x lanes_k threads; each thread streams a 16-byte
     vector of B's columns down its own range of K (`unroll` rows a turn, their loads in flight

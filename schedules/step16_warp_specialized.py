@@ -84,7 +84,7 @@ def consume(plan: Plan, multiply, store):
     """A macro: a consumer warpgroup waits for each full stage, issues its wgmma, and once the
     previous slice's group is done (wait_group 1) hands that stage back; then stores."""
     stages, KT, acc_n = plan.stages, plan.KT, plan.acc_n
-    wait = wgmma.wait_for_slice(plan, KT)
+    wait = wgmma.wait_for_slice(plan)
 
     @T.macro
     def consumer(smem, acc, frag, total, flag, fallback, descA, descB, A_op, B_op, C, m0, n0, wg, warp, lane):
@@ -101,7 +101,7 @@ def consume(plan: Plan, multiply, store):
                     multiply(smem, acc, frag, descA, descB, (kt2 * 2 + p) % stages, p, wg, warp, lane)
                     # The previous slice's wgmma are done: its stage is free (16-bit: all are
                     # done, Plan.in_flight says why; the tile's last slice: all, wait_for_slice).
-                    wait(kt2 * 2 + p)
+                    wait(kt2 * 2 + p, KT)
                     if kt2 * 2 + p > 0:
                         T.ptx.mbarrier.arrive.shared.b64(
                             T.address_of(smem[plan.empty_bar((kt2 * 2 + p - 1) % stages)]), T.uint32(1))

@@ -75,7 +75,7 @@ PRIOR = 18  # a TF32 rung: measured against step 18, not step 19 (3xTF32)
 Config = WgmmaPersistentConfig
 PASS_CONFIG: dict = {}
 EPILOGUE = True  # D = act(alpha * A @ B + bias + beta * C_in) fused into the store (wgmma.stored)
-PIECES = ("tile_loop", "produce_tiles", "accumulate_tile", "consume_tiles", "persistent")
+PIECES = ("tile_loop", "produce_tiles", "accumulate_tile", "accumulate_slices", "consume_tiles", "persistent")
 
 
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaPersistentConfig:
@@ -152,28 +152,40 @@ def accumulate_tile(plan: Plan, multiply, release=None, slices: int | None = Non
     from g0 across the block's tiles, every stage handed back, the tile's last one included, so
     the producer is already filling the ring for the next tile while the store runs. `release`
     hands a stage back (step 21's: to both blocks of a cluster)."""
-    stages, acc_n = plan.stages, plan.acc_n
     KT = plan.KT if slices is None else slices
-    release = release or release_here(plan)
-    wait = wgmma.wait_for_slice(plan, KT)
+    accumulate = accumulate_slices(plan, multiply, release)
 
     @T.macro
-    def accumulate(smem, acc, frag, descA, descB, g0, tid, wg, warp, lane):
+    def accumulate_(smem, acc, frag, descA, descB, g0, tid, wg, warp, lane):
+        accumulate(smem, acc, frag, descA, descB, g0, KT, tid, wg, warp, lane)
+
+    return accumulate_
+
+
+def accumulate_slices(plan: Plan, multiply, release=None):
+    """``accumulate_tile`` whose count of slices is the macro's argument `count`, known only when
+    the kernel runs where a block's units differ in length (step 27's stream-K walk)."""
+    stages, acc_n = plan.stages, plan.acc_n
+    release = release or release_here(plan)
+    wait = wgmma.wait_for_slice(plan)
+
+    @T.macro
+    def accumulate(smem, acc, frag, descA, descB, g0, count, tid, wg, warp, lane):
         for i in T.unroll(acc_n):
             acc[i] = T.float32(0)
             T.cuda.wgmma.noop_barrier(acc[i])
-        for kt2 in T.serial(_ceil(KT, 2)):
+        for kt2 in T.serial((count + 1) // 2):
             for p in T.unroll(2):
-                if kt2 * 2 + p < KT:
+                if kt2 * 2 + p < count:
                     T.cuda.mbarrier_wait(T.address_of(smem[plan.full_bar((g0 + kt2 * 2 + p) % stages)]),
                                          ((g0 + kt2 * 2 + p) // stages) & 1)
                     multiply(smem, acc, frag, descA, descB, (g0 + kt2 * 2 + p) % stages, p, wg, warp, lane)
-                    wait(kt2 * 2 + p)
+                    wait(kt2 * 2 + p, count)
                     if kt2 * 2 + p > 0:
                         release(smem, g0 + kt2 * 2 + p - 1, tid)
         T.ptx.wgmma.wait_group.sync.aligned(0)
         # The tile's last slice is done too: its stage goes back before the store.
-        release(smem, g0 + KT - 1, tid)
+        release(smem, g0 + count - 1, tid)
         for i in T.unroll(acc_n):
             T.cuda.wgmma.noop_barrier(acc[i])
 

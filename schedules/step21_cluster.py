@@ -45,7 +45,7 @@ scoreboard 1.3 (2.2: half of A's loads are the partner's), wait 1.2, sleeping 0.
 94.5%, barrier 7.2, wait 1.7, short scoreboard 1.7. Memory throughput falls from 72% to 65% of
 peak (bf16), the multicast's saving, but the pipe was not waiting on memory.
 
-The rung's own pieces, below: ``pair_loop`` (a cluster's pairs of tiles), ``load_multicast``,
+The rung's own pieces, below: ``pair_corner`` and ``pair_loop`` (a cluster's pairs of tiles), ``load_multicast``,
 ``arrive_cluster``, ``produce_pairs``, ``release_both`` and ``clustered`` (the kernel). The
 consumers' loop is step 20's (``consume_tiles``, walking ``pair_loop`` and handing stages back
 with ``release_both``); a stage's wgmma and the store are step 18's.
@@ -75,7 +75,7 @@ ARCH = "sm_90a"
 Config = WgmmaClusterConfig
 PASS_CONFIG: dict = {}
 EPILOGUE = True  # D = act(alpha * A @ B + bias + beta * C_in) fused into the store (wgmma.stored)
-PIECES = ("pair_loop", "load_multicast", "arrive_cluster", "produce_pairs", "release_both", "clustered")
+PIECES = ("pair_corner", "pair_loop", "load_multicast", "arrive_cluster", "produce_pairs", "release_both", "clustered")
 
 EXPECTED_REGRESSION = dict.fromkeys(
     (512, 1024, 2048),
@@ -100,21 +100,25 @@ def grid(plan: Plan) -> int:
     return min(plan.tm * _ceil(plan.tn, CLUSTER), plan.cfg.ctas // CLUSTER) * CLUSTER
 
 
+def pair_corner(plan: Plan, i, rank):
+    """The first row and column of C of the `rank`-th tile of pair i, pairs in step 15's raster
+    order (group rows of pairs at a time)."""
+    rows, cols = plan.tm, _ceil(plan.tn, CLUSTER)
+    group = min(plan.cfg.raster, rows)
+    g = i // (group * cols)
+    height = T.min(group, rows - g * group)
+    return ((g * group + i % (group * cols) % height) * plan.BM,
+            (i % (group * cols) // height) * plan.BN * CLUSTER + rank * plan.BN)
+
+
 def pair_loop(plan: Plan, bid):
     """Step 20's tile_loop for block `bid` of cluster bid // 2: how many pairs of tiles its
-    cluster runs, in step 15's raster order over pairs (group rows of pairs at a time), and the
-    first row and column of C of this block's tile of pair t (the (bid % 2)-th of the pair)."""
+    cluster runs (the pairs cid, cid + clusters, ...), and the first row and column of C of this
+    block's tile of pair t (the (bid % 2)-th of the pair)."""
     rows, cols, clusters = plan.tm, _ceil(plan.tn, CLUSTER), grid(plan) // CLUSTER
-    group, cid = min(plan.cfg.raster, rows), bid // CLUSTER
-
-    def corner(t):
-        i = cid + t * clusters
-        g = i // (group * cols)
-        height = T.min(group, rows - g * group)
-        return ((g * group + i % (group * cols) % height) * plan.BM,
-                (i % (group * cols) // height) * plan.BN * CLUSTER + bid % CLUSTER * plan.BN)
-
-    return (rows * cols - cid + clusters - 1) // clusters, corner
+    cid = bid // CLUSTER
+    return ((rows * cols - cid + clusters - 1) // clusters,
+            lambda t: pair_corner(plan, cid + t * clusters, bid % CLUSTER))
 
 
 # Arrive on the barrier at `bar`'s address in block `cta` of the cluster (this block's own too),

@@ -19,7 +19,8 @@ import pytest
 import schedules
 from schedules import ConfigError
 from schedules.config import (Wgmma3xTF32Config, Wgmma3xTF32PersistentConfig, WgmmaClusterConfig, WgmmaClusterSplitConfig, WgmmaConfig, WgmmaPersistentConfig,
-                              WgmmaPipelineConfig, WgmmaRegisterAConfig, WgmmaSplitKConfig, WgmmaTmaStoreConfig)
+                              WgmmaPipelineConfig, WgmmaRegisterAConfig, WgmmaSplitKConfig, WgmmaStreamKConfig,
+                              WgmmaTmaStoreConfig)
 from steps.commands import ladder
 from steps.measure import harness, nvcc
 
@@ -44,20 +45,20 @@ def kernels(src: str) -> list[tuple[str, str, str]]:
     return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
 
 
-def test_the_hopper_rungs_are_15_to_23_25_and_26():
-    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26]
+def test_the_hopper_rungs_are_15_to_23_and_25_to_27():
+    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27]
     assert all(s.arch == "sm_90a" and s.tensor_cores for s in HOPPER)
-    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23, 26] and SPLIT_STEP.precision == "fp32"
+    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23, 26, 27] and SPLIT_STEP.precision == "fp32"
     assert all(s.arch is None for s in schedules.STEPS if s.number < 15)
     # Each rung's config is its prior's, or extends it; 15 starts a new kind (warpgroup tiles).
     assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig,
                                           Wgmma3xTF32Config, WgmmaPersistentConfig, WgmmaClusterConfig,
                                           WgmmaTmaStoreConfig, WgmmaSplitKConfig, Wgmma3xTF32PersistentConfig,
-                                          WgmmaClusterSplitConfig]
+                                          WgmmaClusterSplitConfig, WgmmaStreamKConfig]
     assert issubclass(Wgmma3xTF32Config, WgmmaRegisterAConfig)
     assert issubclass(WgmmaTmaStoreConfig, WgmmaClusterConfig) and issubclass(WgmmaClusterConfig, WgmmaPersistentConfig)
     assert issubclass(WgmmaPersistentConfig, WgmmaRegisterAConfig) and issubclass(WgmmaSplitKConfig, WgmmaPersistentConfig)
-    assert issubclass(WgmmaClusterSplitConfig, WgmmaSplitKConfig)
+    assert issubclass(WgmmaClusterSplitConfig, WgmmaSplitKConfig) and issubclass(WgmmaStreamKConfig, WgmmaTmaStoreConfig)
     assert issubclass(WgmmaRegisterAConfig, WgmmaPipelineConfig) and issubclass(WgmmaPipelineConfig, WgmmaConfig)
     assert all(harness.tolerance(s) == harness.TF32_TOLERANCE for s in HOPPER_TF32)
     assert harness.tolerance(SPLIT_STEP) == harness.tolerance(schedules.get_step(14)) < harness.TF32_TOLERANCE
@@ -96,8 +97,8 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
     assert "wgmma.commit_group.sync.aligned" in src and "wgmma.wait_group.sync.aligned" in src
     # TMA: a tensor map per operand, passed by value; the copy engine completes an mbarrier.
     (threads, name, params), = [k for k in kernels(src) if "CUtensorMap" in k[2]]
-    # A and B's; step 22 stores C through a third.
-    assert params.count("const __grid_constant__ CUtensorMap") == (3 if step.number == 22 else 2)
+    # A and B's; step 22 stores C through a third (and step 27, step 22's kernel at these sizes).
+    assert params.count("const __grid_constant__ CUtensorMap") == (3 if step.number in (22, 27) else 2)
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in src
     assert "mbarrier.try_wait.parity" in src and "mbarrier.arrive.expect_tx" in src
     # The GEMM kernel: dynamic shared memory (the ring and its barriers), launch bounds = threads.
@@ -118,8 +119,11 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
 
 def test_each_rung_changes_the_kernel():
     n = 2048
-    sources = [source(s, n, n, n) for s in HOPPER if s.number != 23]
+    sources = [source(s, n, n, n) for s in HOPPER if s.number not in (23, 27)]
     assert len(set(sources)) == len(sources)
+    # Step 27 (stream-K) is step 22's kernel where it does not stream: 64 pairs of tiles at 2048^3
+    # (test_stream_k.py: where it does).
+    assert source(schedules.get_step(27), n, n, n) == source(schedules.get_step(22), n, n, n)
     # Step 23 (split-K) is step 20's kernel, byte for byte, where the output fills the SMs, and
     # its own (two kernels, a workspace) where it does not.
     step20, step23 = schedules.get_step(20), schedules.get_step(23)
@@ -223,7 +227,7 @@ def test_the_ladder_skips_the_hopper_rungs_elsewhere(capsys):
     kept = ladder.runnable_steps(list(schedules.STEPS), "sm_80")
     assert [s.number for s in kept] == list(range(1, 15)) + [24]
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26: they need a Hopper GPU (sm_90a: wgmma, TMA); "
+    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27: they need a Hopper GPU (sm_90a: wgmma, TMA); "
                    "this is sm_80"]
     assert ladder.runnable_steps(list(schedules.STEPS), "sm_90") == list(schedules.STEPS)
     with pytest.raises(Exception, match="need a Hopper GPU"):

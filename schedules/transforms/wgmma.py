@@ -497,9 +497,10 @@ def stored(p: Plan, C, acc, row, col):
     return rounded(p, acc)
 
 
-def wait_for_slice(p: Plan, slices: int):
-    """A macro for a consumer's loop, after slice `kt`'s wgmma are issued: wait until at most
-    ``Plan.in_flight`` groups still run, and on the last of the tile's `slices`, until none do.
+def wait_for_slice(p: Plan):
+    """A macro for a consumer's loop, after slice `kt` of the tile's `slices` has its wgmma issued
+    (``wait(kt, slices)``): wait until at most ``Plan.in_flight`` groups still run, and on the
+    last slice, until none do.
 
     Why the last slice waits for all, inside the loop: the loop's exit then leaves no group
     running, so nothing after it can read an accumulator register a wgmma is still writing.
@@ -516,7 +517,7 @@ def wait_for_slice(p: Plan, slices: int):
     in_flight = p.in_flight
 
     @T.macro
-    def wait(kt):
+    def wait(kt, slices):
         if in_flight == 0:
             T.ptx.wgmma.wait_group.sync.aligned(0)
         else:
