@@ -22,9 +22,9 @@ its partner wrote the partial sums a whole range earlier), adds the partial sums
 (``add_partial``) and stores the tile as step 22 does, fused epilogue included. The workspace
 and the flags are a kernel's own ``__device__`` arrays (zero when the module loads; the owner
 lowers its flag once it has seen it, so each launch starts from zero): no allocation, no kernel
-to clear them. One kernel. Where the pairs divide evenly (512 x 256 tiles at 4096 x 8192 ...),
-or there are fewer pairs than clusters, or TMA cannot address C, the kernel is step 22's (on
-132 blocks).
+to clear them. One kernel. Where nothing is streamed (the pairs divide evenly over the clusters,
+or more than 1 / ``stream_share`` of them would be: the measurements below) or TMA cannot address
+C, the kernel is step 22's, and the default config is step 22's too (``default_config``).
 
 Prediction: at 4096^3, 256 pairs of 64 slices on 66 clusters: 2 whole pairs each, then 124 pairs
 streamed, 120.2 slices a cluster: 248.2 slices against step 22's 256, 3.1% less work on the
@@ -47,8 +47,8 @@ stream_k_rounds.txt):
 
 At 8192^3 the prediction held in 16 bits (+2%, every one of the 10 rounds of the second call but
 one above step 22's ratio; TF32 level), and streaming puts the ladder 3% past cuBLAS there. At
-4096^3 it failed: 4-5% slower where 1-2% faster was predicted, and 1.7% slower at 6144^3. Not
-profiled; two costs the prediction left out grow with the streamed share. The clusters of a
+4096^3 it failed: 4-5% slower where 1-2% faster was predicted, and 1.7% slower at 6144^3 (not
+profiled there). Two costs the prediction left out grow with the streamed share. The clusters of a
 data-parallel wave start their pairs together, so the clusters on one row of tiles read the same
 slices of A from L2 at about the same time; streamed ranges start at arbitrary slices, so they
 share less. And the fix-up comes all at once: every cluster writes its partial sums at the same
@@ -64,10 +64,11 @@ instruction: barrier 10.8 (step 22: 10.9), wait 1.3 (1.2), long scoreboard 1.1 (
 throughput 25.4% of peak against 18.4%: the streamed ranges read more from DRAM than whole pairs
 do, as the L2 argument above says.
 The committed ladder runs (python -m steps --steps 22,27 --sizes 512 1024 2048 4096 8192 --dtype
-bf16 --save, and fp16; results/nvidia-h200/bf16/, fp16/) read step 27 at 8192^3 689.6 TFLOP/s
-bf16 against step 22's 715.5 (0.96x) and 662.0 fp16 against 638.1 (1.04x): one run each, within
-the +-4% a single run reads at the power cap, where the rounds above are the measurement. Below
-8192 step 27 is step 22's kernel there, and its numbers are step 22's again.
+bf16 --save, fp16, and fp32 inputs in TF32; results/nvidia-h200/) read step 27 at 8192^3 689.6
+TFLOP/s bf16 against step 22's 715.5 (0.96x), 662.0 fp16 against 638.1 (1.04x), 356.9 TF32
+against 363.7 (0.98x): one run each, within the +-4% a single run reads at the power cap, where
+the rounds above are the measurement. Below 8192 step 27 is step 22's kernel there, and its
+numbers are step 22's again.
 
 The rung's own pieces, below: ``StreamK`` (the split: data-parallel waves, each cluster's range
 of the streamed slices, its units), ``workspace`` (the partial sums and flags, CUDA),

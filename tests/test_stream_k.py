@@ -133,3 +133,15 @@ def test_ptxas_no_spills_no_stack_frame_where_it_streams(dtype):
                                  "sm_90a")
     assert report.ok, report.log[-2000:]
     assert report.spills == 0 and report.stack_bytes == 0 and report.registers <= 170, report.log[-2000:]
+
+
+def test_the_sweep_varies_the_streamed_share():
+    from steps.commands import sweep
+
+    base = default_config(8192, 8192, 4096, "bf16")
+    details = sweep.candidates(STEP, 8192, 8192, 4096, "sm_90", sweep.HOPPER_STAGES[2][1], base)
+    assert {c.stream_share for c in details} == {1, 2, 4, 8, 16}
+    # Step 22's config has no such field: its space is unchanged.
+    step22 = schedules.get_step(22)
+    assert all(not hasattr(c, "stream_share") for c in sweep.candidates(
+        step22, 8192, 8192, 4096, "sm_90", sweep.HOPPER_STAGES[2][1], step22.default_config(8192, 8192, 4096)))

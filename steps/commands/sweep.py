@@ -98,12 +98,13 @@ STAGES = (
 THREADS = (64, 128, 256, 384, 512)  # fewer starve the SM of warps; more leave < 64 registers each
 # The Hopper rungs (steps 15 on: schedules/transforms/wgmma.py) have a space of their own: the tile (one or
 # two consumer warpgroups, wgmma's n from 64 to 256), the TMA ring's depth, the raster group, and from
-# step 20 the blocks a persistent grid launches and (step 22) the TMA store's chunk. Step 21's clusters
-# are two blocks side by side in N, the one shape written.
+# step 20 the blocks a persistent grid launches, (step 22) the TMA store's chunk and (step 27) the share
+# of the pairs it may stream. Step 21's clusters are two blocks side by side in N, the one shape written.
 HOPPER_STAGES = (
     ("tile", {"block_m": (64, 128, 192, 256), "block_n": (64, 128, 192, 256)}),
     ("pipeline", {"stages": (2, 3, 4, 5, 6), "promote": (1, 2, 4)}),  # promote: step 19's
-    ("details", {"raster": (1, 4, 8, 16), "ctas": (128, 132), "chunk": (8192, 16384)}),
+    ("details", {"raster": (1, 4, 8, 16), "ctas": (128, 132), "chunk": (8192, 16384),
+                 "stream_share": (1, 2, 4, 8, 16)}),
 )
 MIN_BLOCKS = 64  # fewer thread blocks than half of an H100's 132 SMs: not worth timing
 TUNED_DIR = Path(schedules.__file__).resolve().parent / "tuned"
