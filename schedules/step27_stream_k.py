@@ -70,6 +70,13 @@ against 363.7 (0.98x): one run each, within the +-4% a single run reads at the p
 the rounds above are the measurement. Below 8192 step 27 is step 22's kernel there, and its
 numbers are step 22's again.
 
+Two conditions the fix-up rests on. A cluster may wait for the next one's partial sums, so the
+next must run: all 66 clusters are resident at once on a 132-SM Hopper (H100 SXM, H200); where
+fewer fit (a 114-SM H100 PCIe), blocks are dispatched in order and each cluster writes its own
+partial sums (its range's first unit) before it waits for any (its last), so the resident ones
+finish and the rest start. And the workspace is the module's: two launches of one kernel running
+at the same time (two streams) would share it; TVM's calls here run in one stream, one at a time.
+
 The rung's own pieces, below: ``StreamK`` (the split: data-parallel waves, each cluster's range
 of the streamed slices, its units), ``workspace`` (the partial sums and flags, CUDA),
 ``write_partial`` and ``add_partial`` (the fix-up), ``produce_stream`` and ``consume_stream``

@@ -56,6 +56,18 @@ def test_stream_k_is_correct_launch_after_launch(shape, dtype, runner):
     assert all(e <= bound for e in errors), f"relative errors {errors} (bound {bound:g})"
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_stream_k_is_correct_on_fewer_clusters(dtype, runner):
+    """32 clusters (ctas 64): the walk's arithmetic is the kernel's for any count of clusters."""
+    shape = (6000, 2504, 1000)
+    cfg = dataclasses.replace(_everywhere(shape, dtype), ctas=64)
+    assert stream_of(StorePlan(*shape, cfg, schedules.config.DTYPES[dtype])).clusters == 32
+    assert stream_of(StorePlan(*shape, cfg, schedules.config.DTYPES[dtype])).streams
+    lib = schedules.build(STEP, *shape, arch="sm_90a", config=cfg, dtype=dtype)
+    error = runner.check(lib["main"], *shape, dtype)
+    assert error <= harness.tolerance(STEP, dtype)
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_stream_k_applies_the_epilogue_once_to_the_whole_sum(dtype):
     """D = gelu(0.5 AB + bias + C_in): the owner adds its partner's raw sums before the epilogue."""
@@ -77,3 +89,15 @@ def test_stream_k_applies_the_epilogue_once_to_the_whole_sum(dtype):
     dev.sync()
     ref = command.reference(a, b, bias, c_in, ep, dtype)
     assert harness.relative_error(dtypes.from_device(args[-1], dtype), ref, dtype) <= harness.tolerance(STEP, dtype)
+
+
+def test_stream_k_finishes_with_more_clusters_than_fit(runner):
+    """132 clusters of two on 132 SMs: half wait until others exit (one block fills an SM). A
+    cluster writes its partial sums before it waits for any, so the kernel still finishes (step
+    27's docstring); a hang here is the deadlock that argument rules out."""
+    shape, dtype = (8192, 8192, 1024), "bf16"
+    cfg = dataclasses.replace(_everywhere(shape, dtype), ctas=2 * HOPPER_SMS)
+    walk = stream_of(StorePlan(*shape, cfg, schedules.config.DTYPES[dtype]))
+    assert walk.clusters == HOPPER_SMS and walk.streams
+    lib = schedules.build(STEP, *shape, arch="sm_90a", config=cfg, dtype=dtype)
+    assert runner.check(lib["main"], *shape, dtype) <= harness.tolerance(STEP, dtype)
