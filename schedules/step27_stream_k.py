@@ -47,15 +47,21 @@ stream_k_rounds.txt):
 
 At 8192^3 the prediction held in 16 bits (+2%, every one of the 10 rounds of the second call but
 one above step 22's ratio; TF32 level), and streaming puts the ladder 3% past cuBLAS there. At
-4096^3 it failed: 4-5% slower where 1-2% faster was predicted, and 1.7% slower at 6144^3 (not
-profiled there). Two costs the prediction left out grow with the streamed share. The clusters of a
-data-parallel wave start their pairs together, so the clusters on one row of tiles read the same
-slices of A from L2 at about the same time; streamed ranges start at arbitrary slices, so they
-share less. And the fix-up comes all at once: every cluster writes its partial sums at the same
-moment (the start of its range) and reads them at the same moment (its end), 17 MB each way with
-no wgmma running. Hence the default streams only where the streamed pairs are at most an eighth
-(``stream_share`` 8, fitted to these four shapes): 8192^3 and 8192 x 8192 x 4096 stream, 4096^3
-and 6144^3 run step 22's kernel.
+4096^3 it failed: 4-5% slower where 1-2% faster was predicted, and 1.7% slower at 6144^3.
+Where the time goes at 4096^3 (bf16, the same rounds; results/nvidia-h200/evidence/stream_k_cost.txt):
+the kernel with its fix-up left out (no partial sums written or added: wrong results, right time)
+ran 0.985 and 1.008 of cuBLAS in two calls, against step 22's 0.967 and 0.971: the balance is
+worth the predicted 2-4%, and the fix-up costs 5-6% (~11 us of ~195), where ~1-2 us were
+predicted. Every cluster writes its partial sums at the same moment (the start of its streamed
+range) and the owners read them at the same moment (its end), 17 MB each way with no wgmma
+running; Nsight Compute (4096^3, one launch) shows DRAM throughput at 31% of peak against step
+22's 18%. Keeping the sums in L2 (stores with an evict_last policy) and raising the flag a unit
+later, so the stores drain under the next unit's wgmma, measured 0.948 against the committed
+fix-up's 0.943 in the same rounds: no gain, so not kept. What is left to try is the owner's side:
+its read (128 loads a thread, issued as registers allow) or its wait. Hence the default streams
+only where the streamed pairs are at most an eighth (``stream_share`` 8, fitted to these four
+shapes), where a fix-up of fixed cost is a small part of a long run: 8192^3 and 8192 x 8192 x 4096
+stream, 4096^3 and 6144^3 run step 22's kernel.
 Nsight Compute (8192^3 bf16, one launch each, clocks as the board sets them; results/nvidia-h200/
 evidence/ncu_stream_k_8192.txt): step 27 1.37 ms at 1.58 GHz against step 22's 1.36 ms at 1.61
 (2.16M against 2.19M cycles, 1.1% fewer); the tensor pipe active 94.4% of cycles on 132 SMs
