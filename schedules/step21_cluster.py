@@ -45,10 +45,10 @@ scoreboard 1.3 (2.2: half of A's loads are the partner's), wait 1.2, sleeping 0.
 94.5%, barrier 7.2, wait 1.7, short scoreboard 1.7. Memory throughput falls from 72% to 65% of
 peak (bf16), the multicast's saving, but the pipe was not waiting on memory.
 
-The rung's own pieces, below: ``pair_corner`` and ``pair_loop`` (a cluster's pairs of tiles), ``load_multicast``,
-``arrive_cluster``, ``produce_pairs``, ``release_both`` and ``clustered`` (the kernel). The
-consumers' loop is step 20's (``consume_tiles``, walking ``pair_loop`` and handing stages back
-with ``release_both``); a stage's wgmma and the store are step 18's.
+The rung's own pieces, below: ``pair_corner`` and ``pair_loop`` (a cluster's pairs of tiles),
+``load_multicast``, ``arrive_cluster``, ``produce_pairs``, ``release_both`` and ``clustered`` (the
+kernel). The consumers' loop is step 20's (``consume_tiles``, walking ``pair_loop`` and handing
+stages back with ``release_both``); a stage's wgmma and the store are step 18's.
 
 Run: python -m steps.step21
 """
