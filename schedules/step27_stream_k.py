@@ -153,7 +153,7 @@ class StreamK:
     @property
     def streams(self) -> bool:
         """Whether pairs are streamed: they do not divide evenly over the clusters, and the
-        streamed ones are at most 1 / share of them (so at least a wave more are not)."""
+        streamed ones are at most 1 / share of them (so there are more pairs than clusters)."""
         return self.pairs % self.clusters != 0 and self.streamed * self.share <= self.pairs
 
     @property
