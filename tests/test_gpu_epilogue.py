@@ -39,9 +39,9 @@ def test_the_epilogue_is_correct_on_the_gpu(step, shape, fused):
     assert harness.relative_error(args[-1].numpy(), ref) <= bound
 
 
-def _hopper_epilogue(step, shape, ep, dtype, fused=True, seed=11):
-    """(relative error of `step`'s kernel with `ep` against float64, the dtype's bound): fresh
-    operands, bias and C_in, D poisoned with NaN."""
+def _hopper_epilogue(step, shape, ep, dtype, fused=True, seed=11, config=None):
+    """(relative error of `step`'s kernel with `ep` (and `config`, default the step's) against
+    float64, the dtype's bound): fresh operands, bias and C_in, D poisoned with NaN."""
     import tvm
 
     from steps.measure import dtypes
@@ -49,7 +49,7 @@ def _hopper_epilogue(step, shape, ep, dtype, fused=True, seed=11):
     if harness.gpu_arch() not in ("sm_90", "sm_90a"):
         pytest.skip("the Hopper rungs need an sm_90 GPU")
     M, N, K = shape
-    lib = schedules.build(step, M, N, K, arch="sm_90a", epilogue=ep, fused=fused, dtype=dtype)
+    lib = schedules.build(step, M, N, K, arch="sm_90a", config=config, epilogue=ep, fused=fused, dtype=dtype)
     rng = np.random.default_rng(seed)
     a, b = dtypes.random_operands(M, N, K, rng, dtype)
     bias = dtypes.from_float32(rng.uniform(-1, 1, N).astype(np.float32), dtype)

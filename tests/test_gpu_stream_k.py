@@ -8,7 +8,6 @@ NaN each time: a flag left raised by one launch would let the next add stale sum
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 import schedules
@@ -16,8 +15,9 @@ from schedules.config import HOPPER_SMS
 from schedules.step22_tma_store import StorePlan
 from schedules.step27_stream_k import stream_of
 from schedules.transforms.epilogue import Epilogue
-from steps.commands import epilogue as command
-from steps.measure import dtypes, harness
+from steps.measure import harness
+
+from .test_gpu_epilogue import _hopper_epilogue
 
 pytestmark = pytest.mark.gpu
 
@@ -71,24 +71,11 @@ def test_stream_k_is_correct_on_fewer_clusters(dtype, runner):
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_stream_k_applies_the_epilogue_once_to_the_whole_sum(dtype):
     """D = gelu(0.5 AB + bias + C_in): the owner adds its partner's raw sums before the epilogue."""
-    import tvm
-
-    if harness.gpu_arch() not in ("sm_90", "sm_90a"):
-        pytest.skip("step 27 needs a Hopper GPU (sm_90a)")
-    M, N, K = 7000, 6000, 333
-    assert _streams((M, N, K), dtype)
-    ep = Epilogue(bias=True, activation="gelu", alpha=0.5, beta=1.0)
-    lib = schedules.build(STEP, M, N, K, arch="sm_90a", config=_everywhere((M, N, K), dtype), epilogue=ep, dtype=dtype)
-    rng = np.random.default_rng(5)
-    a, b = dtypes.random_operands(M, N, K, rng, dtype)
-    bias = dtypes.from_float32(rng.uniform(-1, 1, N).astype(np.float32), dtype)
-    c_in = dtypes.from_float32(rng.uniform(-1, 1, (M, N)).astype(np.float32), dtype)
-    dev = tvm.cuda(0)
-    args = [dtypes.to_device(tvm, v, dtype, dev) for v in (a, b, bias, c_in, dtypes.nan_filled((M, N), dtype))]
-    lib["main"](*args)
-    dev.sync()
-    ref = command.reference(a, b, bias, c_in, ep, dtype)
-    assert harness.relative_error(dtypes.from_device(args[-1], dtype), ref, dtype) <= harness.tolerance(STEP, dtype)
+    shape = (7000, 6000, 333)
+    assert _streams(shape, dtype)
+    error, bound = _hopper_epilogue(27, shape, Epilogue(bias=True, activation="gelu", alpha=0.5, beta=1.0), dtype,
+                                    seed=5, config=_everywhere(shape, dtype))
+    assert bound == harness.tolerance(STEP, dtype) and error <= bound
 
 
 def test_stream_k_finishes_with_more_clusters_than_fit(runner):
