@@ -149,6 +149,7 @@ class StreamK:
     clusters: int
     KT: int
     share: int = 1  # the config's stream_share
+    first: bool = False  # the config's stream_first: the streamed range before the whole pairs
 
     @property
     def streams(self) -> bool:
@@ -167,6 +168,11 @@ class StreamK:
         """Whole pairs each cluster runs first (cluster c: pairs c, c + clusters, ...)."""
         return (self.pairs - self.streamed) // self.clusters
 
+    def whole(self, cid, t):
+        """Cluster cid's t-th whole pair and its first slice in the block's count of ring slices."""
+        s0, s1 = self.range_of(cid)
+        return cid + t * self.clusters, t * self.KT + (s1 - s0 if self.first else 0)
+
     def range_of(self, cid):
         """Cluster cid's slices [s0, s1) of the streamed pairs' streamed x KT."""
         total = self.streamed * self.KT
@@ -184,12 +190,13 @@ class StreamK:
         s0, s1 = self.range_of(cid)
         q = s0 // self.KT + u
         lo, hi = _max(s0, q * self.KT), _min(s1, (q + 1) * self.KT)
-        return (self.waves * self.clusters + q, lo - q * self.KT, hi - lo, self.waves * self.KT + lo - s0,
+        return (self.waves * self.clusters + q, lo - q * self.KT, hi - lo, (0 if self.first else self.waves * self.KT) + lo - s0,
                 lo == q * self.KT, hi - lo < self.KT)
 
 
 def stream_of(plan: StorePlan) -> StreamK:
-    return StreamK(plan.tm * _ceil(plan.tn, CLUSTER), grid(plan) // CLUSTER, plan.KT, plan.cfg.stream_share)
+    return StreamK(plan.tm * _ceil(plan.tn, CLUSTER), grid(plan) // CLUSTER, plan.KT, plan.cfg.stream_share,
+                   plan.cfg.stream_first)
 
 
 def workspace(plan: StorePlan):
@@ -277,17 +284,30 @@ def produce_stream(plan: StorePlan, load):
         load(smem, A_map, B_map, kt, g % stages, m0, n0, rank)
 
     @T.macro
-    def producer(smem, A_map, B_map, bid):
-        cid, rank = T.meta_var((bid // CLUSTER, bid % CLUSTER))
+    def wholes(smem, A_map, B_map, cid, rank):
         for t in T.serial(walk.waves):
-            m0, n0 = T.meta_var(pair_corner(plan, cid + t * walk.clusters, rank))
+            pair, g0 = T.meta_var(walk.whole(cid, t))
+            m0, n0 = T.meta_var(pair_corner(plan, pair, rank))
             for kt in T.serial(KT):
-                fill(smem, A_map, B_map, t * KT + kt, kt, m0, n0, rank)
+                fill(smem, A_map, B_map, g0 + kt, kt, m0, n0, rank)
+
+    @T.macro
+    def streamed(smem, A_map, B_map, cid, rank):
         for u in T.serial(walk.units(cid)):
             pair, k0, n, g0, _owner, _shared = T.meta_var(walk.unit(cid, u))
             m0, n0 = T.meta_var(pair_corner(plan, pair, rank))
             for kt in T.serial(n):
                 fill(smem, A_map, B_map, g0 + kt, k0 + kt, m0, n0, rank)
+
+    @T.macro
+    def producer(smem, A_map, B_map, bid):
+        cid, rank = T.meta_var((bid // CLUSTER, bid % CLUSTER))
+        if walk.first:
+            streamed(smem, A_map, B_map, cid, rank)
+            wholes(smem, A_map, B_map, cid, rank)
+        else:
+            wholes(smem, A_map, B_map, cid, rank)
+            streamed(smem, A_map, B_map, cid, rank)
 
     return producer
 
@@ -301,12 +321,15 @@ def consume_stream(plan: StorePlan, multiply, store):
     write, add = write_partial(plan), add_partial(plan)
 
     @T.macro
-    def consumer(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane):
-        cid, rank = T.meta_var((bid // CLUSTER, bid % CLUSTER))
+    def wholes(smem, acc, frag, descA, descB, out, cid, rank, tid, wg, warp, lane):
         for t in T.serial(walk.waves):
-            m0, n0 = T.meta_var(pair_corner(plan, cid + t * walk.clusters, rank))
-            accumulate(smem, acc, frag, descA, descB, t * KT, KT, tid, wg, warp, lane)
+            pair, g0 = T.meta_var(walk.whole(cid, t))
+            m0, n0 = T.meta_var(pair_corner(plan, pair, rank))
+            accumulate(smem, acc, frag, descA, descB, g0, KT, tid, wg, warp, lane)
             store(smem, out, acc, m0, n0, tid, wg, warp, lane)
+
+    @T.macro
+    def streamed(smem, acc, frag, descA, descB, out, bid, cid, rank, tid, wg, warp, lane):
         for u in T.serial(walk.units(cid)):
             pair, _k0, n, g0, owner, shared = T.meta_var(walk.unit(cid, u))
             m0, n0 = T.meta_var(pair_corner(plan, pair, rank))
@@ -319,6 +342,16 @@ def consume_stream(plan: StorePlan, multiply, store):
             else:
                 # The pair's last slices: the owner (the cluster before) adds them.
                 write(acc, bid * consumers + wg, tid, wg)
+
+    @T.macro
+    def consumer(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane):
+        cid, rank = T.meta_var((bid // CLUSTER, bid % CLUSTER))
+        if walk.first:
+            streamed(smem, acc, frag, descA, descB, out, bid, cid, rank, tid, wg, warp, lane)
+            wholes(smem, acc, frag, descA, descB, out, cid, rank, tid, wg, warp, lane)
+        else:
+            wholes(smem, acc, frag, descA, descB, out, cid, rank, tid, wg, warp, lane)
+            streamed(smem, acc, frag, descA, descB, out, bid, cid, rank, tid, wg, warp, lane)
 
     return consumer
 
