@@ -56,10 +56,9 @@ def check_sizes(M: int, N: int, K: int) -> None:
 
 
 def _check_integer_fields(cfg, may_be_zero=lambda name: False) -> None:
-    """Every field of `cfg` an int (not a bool): positive, or non-negative where `may_be_zero`.
-    Fields declared bool are switches, checked by their configs."""
+    """Every field of `cfg` an int (not a bool): positive, or non-negative where `may_be_zero`."""
     for f in fields(cfg):
-        if f.name == "dtype" or f.type in (bool, "bool"):  # the tensor-core configs' input dtype, a name (checked by them)
+        if f.name == "dtype":  # the tensor-core configs' input dtype, a name (checked by them)
             continue
         value = getattr(cfg, f.name)
         least = 0 if may_be_zero(f.name) else 1
@@ -916,18 +915,14 @@ class WgmmaStreamKConfig(WgmmaTmaStoreConfig):
     """Step 27: step 22's kernel, except where the pairs of tiles do not divide evenly over the
     clusters (ctas / 2) and the last wave and one more, the pairs it streams (cuts into equal ranges
     of K slices, one per cluster), are at most 1 / `stream_share` of all pairs; 1: wherever they do
-    not divide evenly. `stream_first`: each cluster runs its streamed range before its whole pairs
-    (stream-K's hybrid as Osama et al. order it), not after."""
+    not divide evenly."""
 
     stream_share: int = 8
-    stream_first: bool = False
 
     def validate(self, M: int, N: int, K: int) -> None:
         if not isinstance(self.stream_share, int) or isinstance(self.stream_share, bool) or not 1 <= self.stream_share <= 64:
             raise ConfigError(f"stream_share must be 1 to 64 (stream where the streamed pairs are at most 1/stream_share "
                               f"of all), got {self.stream_share!r}")
-        if not isinstance(self.stream_first, bool):
-            raise ConfigError(f"stream_first must be True or False, got {self.stream_first!r}")
         super().validate(M, N, K)
 
 

@@ -57,8 +57,14 @@ range) and the owners read them at the same moment (its end), 17 MB each way wit
 running; Nsight Compute (4096^3, one launch) shows DRAM throughput at 31% of peak against step
 22's 18%. Keeping the sums in L2 (stores with an evict_last policy) and raising the flag a unit
 later, so the stores drain under the next unit's wgmma, measured 0.948 against the committed
-fix-up's 0.943 in the same rounds: no gain, so not kept. What is left to try is the owner's side:
-its read (128 loads a thread, issued as registers allow) or its wait. Hence the default streams
+fix-up's 0.943 in the same rounds: no gain, so not kept. A later call (2026-11-29,
+results/nvidia-h200/evidence/stream_k_order.txt; bf16 4096^3, ten rounds) split the fix-up: step
+22 0.969 of cuBLAS, this kernel 0.934, without the partner's write 0.956, without the owner's
+read 0.953, without both 0.979. The two sides cost about the same (~2.5% each), so a cheaper read
+alone cannot win, and the balance itself is worth only 1% in that call. Running each cluster's
+streamed range before its whole pairs (Osama et al.'s order, so the owners' reads fall mid-run
+rather than at the end) measured no better: 0.926 at 4096^3 (fp16 0.933 against 0.940) and 1.024
+against 1.049 at 8192^3 (six rounds), so it is not kept (git 32062d9). Hence the default streams
 only where the streamed pairs are at most an eighth (``stream_share`` 8, fitted to these four
 shapes), where a fix-up of fixed cost is a small part of a long run: 8192^3 and 8192 x 8192 x 4096
 stream, 4096^3 and 6144^3 run step 22's kernel.
@@ -149,7 +155,6 @@ class StreamK:
     clusters: int
     KT: int
     share: int = 1  # the config's stream_share
-    first: bool = False  # the config's stream_first: the streamed range before the whole pairs
 
     @property
     def streams(self) -> bool:
@@ -168,11 +173,6 @@ class StreamK:
         """Whole pairs each cluster runs first (cluster c: pairs c, c + clusters, ...)."""
         return (self.pairs - self.streamed) // self.clusters
 
-    def whole(self, cid, t):
-        """Cluster cid's t-th whole pair and its first slice in the block's count of ring slices."""
-        s0, s1 = self.range_of(cid)
-        return cid + t * self.clusters, t * self.KT + (s1 - s0 if self.first else 0)
-
     def range_of(self, cid):
         """Cluster cid's slices [s0, s1) of the streamed pairs' streamed x KT."""
         total = self.streamed * self.KT
@@ -190,13 +190,12 @@ class StreamK:
         s0, s1 = self.range_of(cid)
         q = s0 // self.KT + u
         lo, hi = _max(s0, q * self.KT), _min(s1, (q + 1) * self.KT)
-        return (self.waves * self.clusters + q, lo - q * self.KT, hi - lo, (0 if self.first else self.waves * self.KT) + lo - s0,
+        return (self.waves * self.clusters + q, lo - q * self.KT, hi - lo, self.waves * self.KT + lo - s0,
                 lo == q * self.KT, hi - lo < self.KT)
 
 
 def stream_of(plan: StorePlan) -> StreamK:
-    return StreamK(plan.tm * _ceil(plan.tn, CLUSTER), grid(plan) // CLUSTER, plan.KT, plan.cfg.stream_share,
-                   plan.cfg.stream_first)
+    return StreamK(plan.tm * _ceil(plan.tn, CLUSTER), grid(plan) // CLUSTER, plan.KT, plan.cfg.stream_share)
 
 
 def workspace(plan: StorePlan):
@@ -284,30 +283,17 @@ def produce_stream(plan: StorePlan, load):
         load(smem, A_map, B_map, kt, g % stages, m0, n0, rank)
 
     @T.macro
-    def wholes(smem, A_map, B_map, cid, rank):
+    def producer(smem, A_map, B_map, bid):
+        cid, rank = T.meta_var((bid // CLUSTER, bid % CLUSTER))
         for t in T.serial(walk.waves):
-            pair, g0 = T.meta_var(walk.whole(cid, t))
-            m0, n0 = T.meta_var(pair_corner(plan, pair, rank))
+            m0, n0 = T.meta_var(pair_corner(plan, cid + t * walk.clusters, rank))
             for kt in T.serial(KT):
-                fill(smem, A_map, B_map, g0 + kt, kt, m0, n0, rank)
-
-    @T.macro
-    def streamed(smem, A_map, B_map, cid, rank):
+                fill(smem, A_map, B_map, t * KT + kt, kt, m0, n0, rank)
         for u in T.serial(walk.units(cid)):
             pair, k0, n, g0, _owner, _shared = T.meta_var(walk.unit(cid, u))
             m0, n0 = T.meta_var(pair_corner(plan, pair, rank))
             for kt in T.serial(n):
                 fill(smem, A_map, B_map, g0 + kt, k0 + kt, m0, n0, rank)
-
-    @T.macro
-    def producer(smem, A_map, B_map, bid):
-        cid, rank = T.meta_var((bid // CLUSTER, bid % CLUSTER))
-        if walk.first:
-            streamed(smem, A_map, B_map, cid, rank)
-            wholes(smem, A_map, B_map, cid, rank)
-        else:
-            wholes(smem, A_map, B_map, cid, rank)
-            streamed(smem, A_map, B_map, cid, rank)
 
     return producer
 
@@ -321,15 +307,12 @@ def consume_stream(plan: StorePlan, multiply, store):
     write, add = write_partial(plan), add_partial(plan)
 
     @T.macro
-    def wholes(smem, acc, frag, descA, descB, out, cid, rank, tid, wg, warp, lane):
+    def consumer(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane):
+        cid, rank = T.meta_var((bid // CLUSTER, bid % CLUSTER))
         for t in T.serial(walk.waves):
-            pair, g0 = T.meta_var(walk.whole(cid, t))
-            m0, n0 = T.meta_var(pair_corner(plan, pair, rank))
-            accumulate(smem, acc, frag, descA, descB, g0, KT, tid, wg, warp, lane)
+            m0, n0 = T.meta_var(pair_corner(plan, cid + t * walk.clusters, rank))
+            accumulate(smem, acc, frag, descA, descB, t * KT, KT, tid, wg, warp, lane)
             store(smem, out, acc, m0, n0, tid, wg, warp, lane)
-
-    @T.macro
-    def streamed(smem, acc, frag, descA, descB, out, bid, cid, rank, tid, wg, warp, lane):
         for u in T.serial(walk.units(cid)):
             pair, _k0, n, g0, owner, shared = T.meta_var(walk.unit(cid, u))
             m0, n0 = T.meta_var(pair_corner(plan, pair, rank))
@@ -342,16 +325,6 @@ def consume_stream(plan: StorePlan, multiply, store):
             else:
                 # The pair's last slices: the owner (the cluster before) adds them.
                 write(acc, bid * consumers + wg, tid, wg)
-
-    @T.macro
-    def consumer(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane):
-        cid, rank = T.meta_var((bid // CLUSTER, bid % CLUSTER))
-        if walk.first:
-            streamed(smem, acc, frag, descA, descB, out, bid, cid, rank, tid, wg, warp, lane)
-            wholes(smem, acc, frag, descA, descB, out, cid, rank, tid, wg, warp, lane)
-        else:
-            wholes(smem, acc, frag, descA, descB, out, cid, rank, tid, wg, warp, lane)
-            streamed(smem, acc, frag, descA, descB, out, bid, cid, rank, tid, wg, warp, lane)
 
     return consumer
 

@@ -21,20 +21,17 @@ STEP = schedules.get_step(27)
 
 
 def _walk(w: StreamK):
-    """Every unit of every cluster in the order the cluster runs them: {cluster: [(pair, k0, n, g0,
-    owner, shared), ...]}, whole pairs first (or the streamed range first, `first`)."""
+    """Every unit of every cluster: {cluster: [(pair, k0, n, g0, owner, shared), ...]}, whole pairs first."""
     units = {}
     for c in range(w.clusters):
-        whole = [(*w.whole(c, t)[:1], 0, w.KT, w.whole(c, t)[1], True, False) for t in range(w.waves)]
-        assert [u[0] for u in whole] == [c + t * w.clusters for t in range(w.waves)]
-        streamed = [w.unit(c, u) for u in range(w.units(c))]
-        units[c] = streamed + whole if w.first else whole + streamed
+        whole = [(c + t * w.clusters, 0, w.KT, t * w.KT, True, False) for t in range(w.waves)]
+        units[c] = whole + [w.unit(c, u) for u in range(w.units(c))]
     return units
 
 
-WALKS = [StreamK(p, c, kt, share, first) for p, c, kt, share in [
+WALKS = [StreamK(p, c, kt, share) for p, c, kt, share in [
     (256, 66, 64, 1), (1024, 66, 128, 8), (1024, 66, 64, 8), (576, 66, 1, 1), (289, 66, 16, 1), (67, 66, 3, 1),
-    (240, 66, 63, 1), (133, 66, 1, 1), (4000, 66, 7, 8), (131, 64, 200, 1)] for first in (False, True)]
+    (240, 66, 63, 1), (133, 66, 1, 1), (4000, 66, 7, 8), (131, 64, 200, 1)]]
 
 
 @pytest.mark.parametrize("w", WALKS, ids=str)
@@ -61,18 +58,15 @@ def test_a_cut_pair_has_one_owner_and_its_partner_is_the_next_cluster(w):
         assert [u[3] for u in mine] == [sum(v[2] for v in mine[:i]) for i in range(len(mine))]
         for i, (pair, k0, n, _g0, owner, shared) in enumerate(mine):
             assert owner == (k0 == 0) and shared == (n < w.KT)
-            # The streamed range's units: after the whole pairs, or before them (`first`).
-            first_unit, last_unit = (0, w.units(c) - 1) if w.first else (w.waves, len(mine) - 1)
             if not owner:
                 # Only a range's first unit lacks its pair's first slices; the owner is the cluster
-                # before, whose range's last unit holds them and adds these (slot bid + 2: the
-                # next cluster). The partner writes before it waits on any flag of its own.
-                assert i == first_unit and c > 0
-                before = units[c - 1][w.units(c - 1) - 1 if w.first else -1]
-                assert before[:2] == (pair, 0) and before[2] == k0 and before[5]
+                # before, whose last unit holds them and adds these (slot bid + 2: the next cluster).
+                assert i == w.waves and c > 0
+                assert units[c - 1][-1][:2] == (pair, 0) and units[c - 1][-1][2] == k0
+                assert units[c - 1][-1][5]
             elif shared:
-                assert i == last_unit and c + 1 < w.clusters
-                nxt = units[c + 1][0 if w.first else w.waves]
+                assert i == len(mine) - 1 and c + 1 < w.clusters
+                nxt = units[c + 1][w.waves]
                 assert nxt[0] == pair and not nxt[4] and nxt[1] == n and n + nxt[2] == w.KT
 
 
