@@ -53,7 +53,7 @@ git show e2a3b79:results/nvidia-h200/evidence/step26_probe.txt):
 - Errors equal step 23's (bf16 1.7e-3, TF32 6.9e-4): the parts are added in fp32 in rank order.
   The GPU tests (odd shapes in every dtype, the fused epilogue fused and not) pass: 41 of 41.
 No H100 run yet, and no dispatch rows: ``fastest`` picks step 26 once ``python -m steps.bench``
-(tools/bench_run.sh, which now times it among the TF32 and 16-bit candidates) has measured it.
+(tools/bench_run.sh, which times it among the TF32 and 16-bit candidates) has measured it.
 
 Run: python -m steps.step26
 """
