@@ -134,6 +134,14 @@ def gpu_entry(arch: str, gpu: str | None = None, doc: dict | None = None) -> dic
     return next((e for e in entries if family(e["arch"]) == family(arch)), None)
 
 
+def table_gpu(gpu_name: str | None, doc: dict | None = None) -> str | None:
+    """`gpu_name` (a GPU's name as the driver gives it) where `doc` (default: the committed table)
+    has an entry measured on that GPU, else None: the rule's default, the first entry of the arch's
+    family. What a caller that knows its GPU passes as ``gpu``, so each GPU takes its own rows."""
+    entries = (table() if doc is None else doc)["gpus"]
+    return gpu_name if any(e["gpu"] == gpu_name for e in entries) else None
+
+
 def log_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
     """Euclidean distance between two shapes in log2 of each dimension."""
     return math.sqrt(sum((math.log2(x) - math.log2(y)) ** 2 for x, y in zip(a, b)))

@@ -148,3 +148,14 @@ def test_the_committed_table_is_valid_and_covers_the_shape_set():
             meant = [t for n, t in zip(fp32["steps"], times) if t is not None and schedules.get_step(n).applies_to(M, N, K)]
             assert choice.measured_ms == min(meant)
     assert json.loads(dispatch.TABLE_PATH.read_text())["schema"] == dispatch.SCHEMA
+
+
+def test_a_gpu_with_rows_of_its_own_takes_them_and_another_takes_the_familys_first():
+    """What steps.bench and steps.model pass as ``gpu`` (the driver's name of the GPU they run on):
+    that GPU's entry where the table has one, else None, the first entry of the arch's family."""
+    first, second = table(ROWS, gpu="GPU One"), table([((4096, 4096, 4096), (3.0, 1.0, 2.0))], gpu="GPU Two")
+    doc = dispatch.validate({**first, "gpus": first["gpus"] + second["gpus"]})
+    assert dispatch.table_gpu("GPU Two", doc) == "GPU Two" and dispatch.table_gpu("GPU Three", doc) is None
+    assert dispatch.table_gpu(None, doc) is None
+    assert schedules.fastest(4096, 4096, 4096, gpu=dispatch.table_gpu("GPU Two", doc), doc=doc).step.number == 14
+    assert schedules.fastest(4096, 4096, 4096, gpu=dispatch.table_gpu("GPU Three", doc), doc=doc).step.number == 19

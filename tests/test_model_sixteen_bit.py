@@ -374,3 +374,19 @@ def test_a_2d_chain_that_is_the_functions_output_becomes_one_call():
     (step,) = [s for _, s in dispatch.chosen]
     assert f"R.call_tir(ladder_step{step}_4096x1024x1024_bf16_bias_res_gelu, (x, w, b, r)" in text
     assert "R.add" not in text and "R.nn.gelu" not in text and "R.matmul" not in text
+
+
+def test_the_block_takes_the_dispatch_rows_of_the_gpu_it_runs_on():
+    """steps.model passes the GPU's name (where the table has rows of that GPU) to the Relax pass,
+    and its report says whose rows the picks came from."""
+    mod = block.relax_block(256, 16, dtype="bf16")[0]
+    first = schedules.dispatch.table()["gpus"][0]["gpu"]
+    _, default = block.compile_block(mod, "ladder", "sm_90a", precision="bf16")
+    _, named = block.compile_block(mod, "ladder", "sm_90a", precision="bf16", gpu=first)
+    assert named == default and default
+    # A GPU without rows of its own: None, the family's first entry, as the default.
+    assert schedules.dispatch.table_gpu("No Such GPU") is None
+    doc = {"dtype": "bf16", "d": 256, "frontend": "nn", "rounds": 3, "repeat": 5, "dispatch_rows": first,
+           "environment": {"gpu": "NVIDIA H200", "date": "2026-11-29T00:00:00+00:00"},
+           "rows": [_row(16, 1.0, 6.0, 3.0)]}
+    assert f"the ladder's picks from the dispatch rows of {first}" in command.format_report(doc).splitlines()[0]

@@ -478,7 +478,7 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
         # Phase two: the dispatch rule's pick per shape, timed as its own row. With --save it
         # reads the table this run measured (and is about to write); without, the committed one.
         choices = {i.shape: schedules.fastest(*i.shape, precision=getattr(args, "precision", args.dtype), arch=arch,
-                                              gpu=_table_gpu(table, gpu_name), doc=table) for i in items}
+                                              gpu=schedules.dispatch.table_gpu(gpu_name, table), doc=table) for i in items}
         fast_jobs = fastest_jobs(items, choices, arch, args)
         progress.total += len(fast_jobs)
         jobs += fast_jobs
@@ -508,12 +508,6 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
 
 
 # --- the results document: results/<gpu>/shapes.json ---------------------------------------------
-
-
-def _table_gpu(table: dict | None, gpu_name: str | None) -> str | None:
-    """This GPU's name where the table has an entry for it, else None (the rule's default)."""
-    doc = table if table is not None else schedules.dispatch.table()
-    return gpu_name if any(e["gpu"] == gpu_name for e in doc["gpus"]) else None
 
 
 def fastest_jobs(items: list[Item], choices: dict, arch: str, args) -> list[tuple]:

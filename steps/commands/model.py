@@ -103,12 +103,12 @@ def torch_available() -> bool:
 
 
 def _tvm_way(mod, entry: str, params, way: str, arch: str, x: np.ndarray, dev, cuda_graph: bool = False,
-             dtype: str = "fp32"):
+             dtype: str = "fp32", gpu: str | None = None):
     import tvm
     from tvm import relax
 
     started = time.monotonic()
-    ex, chosen = block.compile_block(mod, way, arch, cuda_graph, dtype)
+    ex, chosen = block.compile_block(mod, way, arch, cuda_graph, dtype, gpu)
     vm = relax.VirtualMachine(ex, dev)
     lifted = vm[f"{entry}_transform_params"]([dtypes.to_device(tvm, p, dtype, dev) for p in params])
     xt = dtypes.to_device(tvm, x, dtype, dev)
@@ -170,9 +170,10 @@ def measure(d: int, tokens: int, frontend: str, arch: str, rounds: int, repeat: 
     dev = tvm.cuda(0)
     ref = block.reference(x, w, dtype)
     outs, samplers, row = {}, {}, {"tokens": tokens, "M": tokens, "d": d}
+    gpu = schedules.dispatch.table_gpu(dev.device_name)  # this GPU's rows where the table has them
     for way in ("ladder", "dlight"):
         outs[way], samplers[way], chosen, compile_s = _tvm_way(mod, entry, params, way, arch, x, dev, cuda_graph,
-                                                               dtype)
+                                                               dtype, gpu)
         row[f"{way}_compile_s"] = compile_s
         if way == "ladder":
             row["steps"] = {"x".join(map(str, mnk)): step for mnk, step in chosen}
@@ -208,7 +209,8 @@ def format_report(doc: dict) -> str:
     lines = [f"A transformer block's linear layers (d {doc['d']}, {doc.get('dtype', 'fp32')}{mlp}, {doc['frontend']} frontend) on {env['gpu']} "
              f"(driver {env.get('driver')}, TVM {env.get('tvm_version')}, {env['date'][:10]}): end to end, one forward "
              f"call, median of {doc['rounds']} alternating rounds of {doc['repeat']} samples"
-             + ("; both TVM ways replayed from a CUDA graph" if doc.get("cuda_graph") else ""),
+             + ("; both TVM ways replayed from a CUDA graph" if doc.get("cuda_graph") else "")
+             + (f"; the ladder's picks from the dispatch rows of {doc['dispatch_rows']}" if doc.get("dispatch_rows") else ""),
              f"{'tokens':>6}  {'ladder ms':>9}  {'dlight ms':>9}" + (f"  {'torch ms':>9}" if has_torch else "")
              + f"  {'x dlight':>8}" + (f"  {'x torch':>7}" if has_torch else "") + "  rel err (ladder, dlight"
              + (", torch)" if has_torch else ")") + "  ladder steps"]
@@ -315,9 +317,11 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(f"{way} at {t} tokens: relative error {row[way]['rel_err']:.1e} > {bound:.1e}")
         print(f"{t} tokens: ladder {row['ladder']['median_ms']:.4f} ms, dlight {row['dlight']['median_ms']:.4f} ms"
               + (f", torch {row['torch']['median_ms']:.4f} ms" if "torch" in row else ""), file=sys.stderr, flush=True)
-    doc = {"schema": "model-1", "environment": harness.environment(), "d": args.d, "frontend": frontend,
+    env = harness.environment()
+    rows_of = schedules.dispatch.gpu_entry(args.arch, schedules.dispatch.table_gpu(env.get("gpu")))
+    doc = {"schema": "model-1", "environment": env, "d": args.d, "frontend": frontend,
            "arch": args.arch, "rounds": args.rounds, "repeat": args.repeat, "cuda_graph": args.cuda_graph,
-           "dtype": args.dtype, "mlp": args.mlp, "rows": rows}
+           "dtype": args.dtype, "mlp": args.mlp, "dispatch_rows": rows_of["gpu"] if rows_of else None, "rows": rows}
     json_name, text_name, plot_name = saved_names(args.cuda_graph, args.dtype, args.mlp)
     return options.report_and_save(doc, format_report(doc), failed, args.save, args.results_dir, json_name, text_name,
                                    extra=lambda gpu_dir: plot(doc, gpu_dir, plot_name))

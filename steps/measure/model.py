@@ -168,12 +168,13 @@ def torch_relax_block(d: int, tokens: int, w: dict[str, np.ndarray], mlp: str = 
 CUDA_GRAPH = {"relax.backend.use_cuda_graph": True}
 
 
-def compile_block(mod, way: str, arch: str, cuda_graph: bool = False, precision: str = "fp32"):
+def compile_block(mod, way: str, arch: str, cuda_graph: bool = False, precision: str = "fp32", gpu: str | None = None):
     """mod compiled the `way` asked: "ladder" (schedules.integration.relax_dispatch.pipeline: the Hopper
     kernels placed at the Relax level, the dlight rule LadderMatmul for the rest, epilogues
     fused; `precision`: the dispatch table's, fp32 or a 16-bit block's dtype, whose every pick is
     placed at the Relax level) or "dlight" (TVM's default CUDA pipeline); with `cuda_graph`, its kernels replayed
-    from a CUDA graph (CUDA_GRAPH). Returns (executable, [(M, N, K), step] per distinct matmul
+    from a CUDA graph (CUDA_GRAPH); `gpu`: whose rows of the dispatch table (``schedules.dispatch.gpu_entry``;
+    None: the first of the arch's family). Returns (executable, [(M, N, K), step] per distinct matmul
     the ladder took)."""
     import tvm
     from tvm import relax
@@ -186,7 +187,7 @@ def compile_block(mod, way: str, arch: str, cuda_graph: bool = False, precision:
     if way == "dlight":
         with tvm.transform.PassContext(opt_level=3, config=graph):
             return tvm.compile(mod, target=schedules.target(arch)), []
-    relax_pipeline, dispatch, rule = relax_dispatch.pipeline(arch, precision)
+    relax_pipeline, dispatch, rule = relax_dispatch.pipeline(arch, precision, gpu)
     with tvm.transform.PassContext(opt_level=3, config={**relax_dispatch.PASS_CONFIG, **graph}):
         ex = tvm.compile(mod, target=schedules.target(arch), relax_pipeline=relax_pipeline)
     chosen = list(dispatch.chosen) + [(mnk, step) for mnk, step, _ in rule.chosen]
