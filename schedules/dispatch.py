@@ -34,6 +34,12 @@ the same kernels at the same tensor-core rate (a GPU measured in one reads the o
 says so). The dlight rule takes a model's fp32 and tf32 matmuls (``MODEL_PRECISIONS``); the
 Relax pass those and, in a bf16 or fp16 model, its 16-bit ones (schedules/integration/relax_dispatch.py).
 
+Which GPU's rows: the table holds an entry per GPU measured (an H100's in every precision; an
+H200's in bf16, 2026-11-29). ``gpu`` names one (``fastest(..., gpu="NVIDIA H200")``; steps.bench
+and steps.model pass the GPU they run on where the table has it: ``table_gpu``); naming none
+reads the first entry of the arch's family. A precision the named GPU was not measured in
+comes from its own other 16-bit dtype first, then from the family's other entries in order.
+
 The step's own config for the shape comes with it (``Step.default_config``: its tuned entry or
 its shape rule), so the kernel is the one the table's row measured wherever the shape was
 measured. ``why`` says which of the three cases chose.
@@ -157,15 +163,23 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     by_number = {s.number: s for s in steps if allow is None or allow(s)}
     shape = (M, N, K)
-    entry = gpu_entry(arch, gpu, doc)
-    tables = (entry or {}).get("precisions", {})
-    measured, borrowed = tables.get(precision), None
-    if not measured and precision in SIXTEEN_BIT:
-        # fp16 and bf16 run the same kernels at the same tensor-core rate (steps 13-22 at 512-8192
-        # within 0-7% of each other on the H100, results/<gpu>/fp16, bf16): the other 16-bit
-        # dtype's rows beat the portable rule's step 13, a third to a half as fast at 2048-8192.
-        borrowed = next(d for d in SIXTEEN_BIT if d != precision)
-        measured = tables.get(borrowed)
+    # The named GPU's entry, then the others of the arch's family in the table's order: a GPU
+    # measured in one precision only (an H200 with bf16 rows) takes another GPU's rows in the rest.
+    named = gpu_entry(arch, gpu, doc)
+    entries = [e for e in [named] + (table() if doc is None else doc)["gpus"]
+               if e is not None and family(e["arch"]) == family(arch)]
+    entry, measured, borrowed = None, None, None
+    for entry in entries:
+        tables = entry.get("precisions", {})
+        measured, borrowed = tables.get(precision), None
+        if not measured and precision in SIXTEEN_BIT:
+            # fp16 and bf16 run the same kernels at the same tensor-core rate (steps 13-22 at 512-8192
+            # within 0-7% of each other on the H100, results/<gpu>/fp16, bf16): the other 16-bit
+            # dtype's rows beat the portable rule's step 13, a third to a half as fast at 2048-8192.
+            borrowed = next(d for d in SIXTEEN_BIT if d != precision)
+            measured = tables.get(borrowed)
+        if measured:
+            break
     if measured:
         runnable = [i for i, n in enumerate(measured["steps"])
                     if n in by_number and by_number[n].runs_on(arch) and computes(by_number[n], precision)]
@@ -177,6 +191,8 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
             best = min(fits or [i for i in runnable if times[i] is not None], key=lambda i: times[i])
             step = by_number[measured["steps"][best]]
             where = f"{entry['gpu']}, {measured.get('date', entry['date'])[:10]}"
+            if entry is not named and named is not None:
+                where += f"; no {precision} rows of {named['gpu']}"
             if borrowed:
                 where += f"; {borrowed}'s rows: no {precision} measurements, the same kernels in the other 16-bit dtype"
             among = ", ".join(str(measured["steps"][i]) for i in runnable)

@@ -478,6 +478,26 @@ def test_a_run_keeps_the_table_of_a_precision_it_did_not_time(tmp_path, fake_gpu
         assert "tf32" not in entry["precisions"]
 
 
+def test_a_gpu_measured_again_keeps_its_place_in_the_table(tmp_path, fake_gpu, shape_set):
+    # The first entry of an arch's family is what a caller naming no GPU reads: a GPU measured
+    # again stays where it was, and a new one goes last.
+    from schedules import dispatch
+    fake_gpu()
+
+    def entry(name):
+        return {"gpu": name, "slug": name.lower().replace(" ", "-"), "arch": "sm_90", "date": "2026-11-01T00:00:00+00:00",
+                "shape_set_sha256": shape_set.sha256, "precisions": {"fp32": {"steps": [9], "shapes": [[512, 512, 512, [0.5]]]}}}
+    for names in (["Fake GPU 80GB", "Other GPU"], ["Other GPU"]):
+        (tmp_path / "dispatch.json").write_text(json.dumps({"schema": dispatch.SCHEMA, "generated_by": "test",
+                                                           "gpus": [entry(n) for n in names]}))
+        dispatch._load.cache_clear()
+        assert fake_run(tmp_path, ["--save"], with_fastest=True) == 0
+        dispatch._load.cache_clear()
+        gpus = json.loads((tmp_path / "dispatch.json").read_text())["gpus"]
+        assert [e["gpu"] for e in gpus] == (names if "Fake GPU 80GB" in names else names + ["Fake GPU 80GB"])
+        assert next(e for e in gpus if e["gpu"] == "Fake GPU 80GB")["precisions"]["fp32"]["steps"] == [9, 10]
+
+
 def test_save_dispatch_writes_the_table_alone_and_keeps_the_other_precision(tmp_path, fake_gpu, shape_set):
     from schedules import dispatch
     fake_gpu()

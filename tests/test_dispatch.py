@@ -138,15 +138,19 @@ def test_the_committed_table_is_valid_and_covers_the_shape_set():
         pytest.skip("no dispatch table committed yet (python -m steps.bench --save on a GPU writes it)")
     every = {s for _, s in shapeset.load().shapes()}
     for entry in doc["gpus"]:
-        fp32 = entry["precisions"]["fp32"]
-        assert {tuple(r[:3]) for r in fp32["shapes"]} == every, entry["slug"]
-        assert all(schedules.get_step(n).precision == "fp32" for n in fp32["steps"])
-        # every measured shape picks a step the table timed there, the fastest of those meant for
-        # the shape (step 24 is for M <= 16: a row of 2026-11-27 timed it everywhere)
-        for M, N, K, times in fp32["shapes"]:
-            choice = schedules.fastest(M, N, K, gpu=entry["slug"])
-            meant = [t for n, t in zip(fp32["steps"], times) if t is not None and schedules.get_step(n).applies_to(M, N, K)]
-            assert choice.measured_ms == min(meant)
+        # Each GPU's rows of each precision it was measured in (the first GPU in all four; a GPU
+        # measured in fewer takes the first's rows in the others: the next test).
+        assert entry["precisions"] and (entry is not doc["gpus"][0] or "fp32" in entry["precisions"])
+        for precision, rows in entry["precisions"].items():
+            assert {tuple(r[:3]) for r in rows["shapes"]} == every, (entry["slug"], precision)
+            assert all(dispatch.computes(schedules.get_step(n), precision) for n in rows["steps"])
+            # every measured shape picks a step the table timed there, the fastest of those meant for
+            # the shape (step 24 is for M <= 16: a row of 2026-11-27 timed it everywhere)
+            for M, N, K, times in rows["shapes"]:
+                choice = schedules.fastest(M, N, K, precision=precision, gpu=entry["slug"])
+                meant = [t for n, t in zip(rows["steps"], times)
+                         if t is not None and schedules.get_step(n).applies_to(M, N, K)]
+                assert choice.measured_ms == min(meant), (entry["slug"], precision, (M, N, K))
     assert json.loads(dispatch.TABLE_PATH.read_text())["schema"] == dispatch.SCHEMA
 
 
@@ -159,3 +163,15 @@ def test_a_gpu_with_rows_of_its_own_takes_them_and_another_takes_the_familys_fir
     assert dispatch.table_gpu(None, doc) is None
     assert schedules.fastest(4096, 4096, 4096, gpu=dispatch.table_gpu("GPU Two", doc), doc=doc).step.number == 14
     assert schedules.fastest(4096, 4096, 4096, gpu=dispatch.table_gpu("GPU Three", doc), doc=doc).step.number == 19
+
+
+def test_a_gpu_measured_in_one_precision_takes_the_familys_rows_in_the_others():
+    first = table(ROWS, gpu="GPU One")
+    second = table([((4096, 4096, 4096), (3.0, 1.0))], steps=(13, 18), gpu="GPU Two", precision="bf16")
+    doc = dispatch.validate({**first, "gpus": first["gpus"] + second["gpus"]})
+    fp32 = schedules.fastest(4096, 4096, 4096, gpu="GPU Two", doc=doc)
+    assert fp32.step.number == 19 and "(GPU One, 2026-11-25; no fp32 rows of GPU Two)" in fp32.why
+    assert schedules.fastest(4096, 4096, 4096, precision="bf16", gpu="GPU Two", doc=doc).step.number == 18
+    # fp16 takes the named GPU's bf16 rows (the same kernels) before another GPU's
+    fp16 = schedules.fastest(4096, 4096, 4096, precision="fp16", gpu="GPU Two", doc=doc)
+    assert fp16.step.number == 18 and "bf16's rows" in fp16.why

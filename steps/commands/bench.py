@@ -550,7 +550,9 @@ def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: st
     entry = {"gpu": env["gpu"], "slug": slug, "arch": dispatch.family(arch),
              "date": env["date"], "driver": env.get("driver"), "tvm_version": env.get("tvm_version"),
              "shape_set_sha256": shape_set.sha256, "precisions": dict(sorted(precisions.items()))}
-    gpus = [e for e in base["gpus"] if e["slug"] != slug] + [entry]
+    # In place where this GPU had an entry (the first of an arch's family is what a caller that
+    # names no GPU reads, so a re-measured GPU must not move behind another); else last.
+    gpus = [entry if e["slug"] == slug else e for e in base["gpus"]] + ([entry] if before is None else [])
     return dispatch.validate({"schema": dispatch.SCHEMA,
                               "generated_by": "python -m steps.bench --save (median kernel ms per step and shape)",
                               "gpus": gpus})
