@@ -127,10 +127,15 @@ def table(path: Path | None = None) -> dict:
     return _load(str(TABLE_PATH if path is None else path))
 
 
+def _entries(doc: dict | None) -> list:
+    """`doc`'s GPU entries (default: the committed table's), in the table's order."""
+    return (table() if doc is None else doc)["gpus"]
+
+
 def gpu_entry(arch: str, gpu: str | None = None, doc: dict | None = None) -> dict | None:
     """`doc`'s (default: the committed table's) entry for `gpu` (a slug or a name), else the
     first entry measured on an arch of `arch`'s family; None where there is none."""
-    entries = (table() if doc is None else doc)["gpus"]
+    entries = _entries(doc)
     if gpu is not None:
         for e in entries:
             if gpu in (e["slug"], e["gpu"]):
@@ -144,8 +149,7 @@ def table_gpu(gpu_name: str | None, doc: dict | None = None) -> str | None:
     """`gpu_name` (a GPU's name as the driver gives it) where `doc` (default: the committed table)
     has an entry measured on that GPU, else None: the rule's default, the first entry of the arch's
     family. What a caller that knows its GPU passes as ``gpu``, so each GPU takes its own rows."""
-    entries = (table() if doc is None else doc)["gpus"]
-    return gpu_name if any(e["gpu"] == gpu_name for e in entries) else None
+    return gpu_name if any(e["gpu"] == gpu_name for e in _entries(doc)) else None
 
 
 def log_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
@@ -166,7 +170,7 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
     # The named GPU's entry, then the others of the arch's family in the table's order: a GPU
     # measured in one precision only (an H200 with bf16 rows) takes another GPU's rows in the rest.
     named = gpu_entry(arch, gpu, doc)
-    entries = [e for e in [named] + (table() if doc is None else doc)["gpus"]
+    entries = [e for e in [named] + _entries(doc)
                if e is not None and family(e["arch"]) == family(arch)]
     entry, measured, borrowed = None, None, None
     for entry in entries:

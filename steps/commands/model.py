@@ -159,7 +159,7 @@ def _torch_way(d, w, x: np.ndarray, dtype: str = "fp32", mlp: str = "gelu"):
 
 
 def measure(d: int, tokens: int, frontend: str, arch: str, rounds: int, repeat: int, seed,
-            cuda_graph: bool = False, dtype: str = "fp32", mlp: str = "gelu") -> dict:
+            cuda_graph: bool = False, dtype: str = "fp32", mlp: str = "gelu", gpu: str | None = None) -> dict:
     import tvm
 
     rng = np.random.default_rng(seed)
@@ -170,7 +170,6 @@ def measure(d: int, tokens: int, frontend: str, arch: str, rounds: int, repeat: 
     dev = tvm.cuda(0)
     ref = block.reference(x, w, dtype)
     outs, samplers, row = {}, {}, {"tokens": tokens, "M": tokens, "d": d}
-    gpu = schedules.dispatch.table_gpu(dev.device_name)  # this GPU's rows where the table has them
     for way in ("ladder", "dlight"):
         outs[way], samplers[way], chosen, compile_s = _tvm_way(mod, entry, params, way, arch, x, dev, cuda_graph,
                                                                dtype, gpu)
@@ -304,10 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     except (options.UsageError, ConfigError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return options.EXIT_USAGE
+    import tvm
+
     rows, failed = [], []
+    gpu = schedules.dispatch.table_gpu(tvm.cuda(0).device_name)  # this GPU's dispatch rows where the table has them
     for t in args.tokens:
         row = measure(args.d, t, frontend, args.arch, args.rounds, args.repeat, args.seed, args.cuda_graph, args.dtype,
-                      args.mlp)
+                      args.mlp, gpu)
         rows.append(row)
         for way in WAYS:
             # In 16-bit the ladder's way is held to twice torch's error; the peers (torch, and dlight,
@@ -317,9 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(f"{way} at {t} tokens: relative error {row[way]['rel_err']:.1e} > {bound:.1e}")
         print(f"{t} tokens: ladder {row['ladder']['median_ms']:.4f} ms, dlight {row['dlight']['median_ms']:.4f} ms"
               + (f", torch {row['torch']['median_ms']:.4f} ms" if "torch" in row else ""), file=sys.stderr, flush=True)
-    env = harness.environment()
-    rows_of = schedules.dispatch.gpu_entry(args.arch, schedules.dispatch.table_gpu(env.get("gpu")))
-    doc = {"schema": "model-1", "environment": env, "d": args.d, "frontend": frontend,
+    rows_of = schedules.dispatch.gpu_entry(args.arch, gpu)
+    doc = {"schema": "model-1", "environment": harness.environment(), "d": args.d, "frontend": frontend,
            "arch": args.arch, "rounds": args.rounds, "repeat": args.repeat, "cuda_graph": args.cuda_graph,
            "dtype": args.dtype, "mlp": args.mlp, "dispatch_rows": rows_of["gpu"] if rows_of else None, "rows": rows}
     json_name, text_name, plot_name = saved_names(args.cuda_graph, args.dtype, args.mlp)
