@@ -178,7 +178,8 @@ class Step:
                 sch = s_tir.Schedule(kernel(M, N, K, cfg, dtype, epilogue, fused))
             else:
                 sch = s_tir.Schedule(kernel(M, N, K, cfg) if dtype == "fp32" else kernel(M, N, K, cfg, dtype))
-            wgmma.schedule_copies(sch)
+            # (a rung with copy kernels of its own schedules them itself: step 28's scales and split)
+            getattr(self.module, "schedule_copies", wgmma.schedule_copies)(sch)
             return sch
         # Any shape (schedules/transforms/padding.py): narrow `vector` where N or K breaks its alignment,
         # pad to whole tiles, let the step schedule the padded block, then inline the padding.
@@ -244,6 +245,7 @@ STEP_MODULES = (
     "step25_3xtf32_persistent",
     "step26_cluster_split_k",
     "step27_stream_k",
+    "step28_3xfp16",
 )
 STEPS: tuple[Step, ...] = tuple(_step(importlib.import_module(f".{name}", __name__)) for name in STEP_MODULES)
 # The written kernels (Hopper rungs) whose store takes a fused epilogue (their modules' EPILOGUE).
@@ -307,7 +309,7 @@ def fastest(M: int, N: int, K: int, precision: str = "fp32", arch: str = "sm_90"
     (schedules/dispatch.py: the rule, from the committed measurements of
     ``schedules/tuned/dispatch.json``; no GPU needed).
 
-    precision "fp32": the steps that give SGEMM's accuracy (1-11, 14, 19, 24, 25); "tf32": the TF32
+    precision "fp32": the steps that give SGEMM's accuracy (1-11, 14, 19, 24, 25, 28); "tf32": the TF32
     steps (12, 13, 15-18, 20-23, 26, 27), checked to TF32's tolerance; "fp16" / "bf16": the steps with
     that 16-bit form (inputs and C in the dtype; the config is the step's 16-bit one). `gpu`: a table by slug or name (default:
     the first measured on `arch`'s family); `doc`: a table to read instead of the committed one.

@@ -832,6 +832,35 @@ class Wgmma3xTF32PersistentConfig(Wgmma3xTF32Config, WgmmaPersistentConfig):
 
 
 @dataclass(frozen=True)
+class Wgmma3xFP16Config(Wgmma3xTF32PersistentConfig):
+    """Step 28: step 25's fields for fp32-accurate products from three fp16 ones: A and B scaled by
+    a power of two per row of A and column of B, split into fp16 halves (hi, lo) by copy kernels
+    before the GEMM; step 20's persistent kernel loads both halves of each (four tiles a stage) and
+    issues three fp16 wgmma per 16 k into an accumulator restarted every `promote` slices, added
+    in fp32 to a total, which the store scales back. No split in shared memory (``split``: the
+    copies wrote both halves), so no helper warps and no "ready" barrier."""
+
+    stages: int = 3  # type: ignore[assignment]
+    promote: int = 1
+
+    @property
+    def split(self) -> bool:
+        return False
+
+    @property
+    def operand_bytes(self) -> int:
+        """Both halves of A's and B's tiles: 64 KB a stage at 128 x 128 (a slice is 64 k of fp16,
+        the 128 bytes of step 19's 32 floats)."""
+        return 2 * (self.block_m + self.block_n) * WGMMA_K * FLOAT_BYTES
+
+    def validate(self, M: int, N: int, K: int) -> None:
+        if isinstance(self.block_m, int) and not isinstance(self.block_m, bool) and self.block_m > WGMMA_SPLIT_MAX_N:
+            raise ConfigError(f"block_m must be at most {WGMMA_SPLIT_MAX_N} for 3xFP16 (the accumulator and the fp32 "
+                              f"total, block_m / 2 registers a thread each), got {self.block_m}")
+        super().validate(M, N, K)
+
+
+@dataclass(frozen=True)
 class WgmmaSplitKConfig(WgmmaPersistentConfig):
     """Step 23: step 20's persistent kernel whose units of work are a tile and one of `split`
     equal ranges of K (`split_k`); each unit's fp32 partial sum goes to a workspace that a second kernel

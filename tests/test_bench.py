@@ -151,7 +151,7 @@ def _fake_step(number, precision="fp32", tensor_cores=False):
 
 
 def test_the_default_run_is_the_dispatch_rules_fp32_candidates():
-    assert [s.number for s in bench.default_steps("sm_90")] == [11, 14, 19, 24, 25]
+    assert [s.number for s in bench.default_steps("sm_90")] == [11, 14, 19, 24, 25, 28]
     assert [s.number for s in bench.default_steps("sm_80")] == [11, 14, 24]
     assert all(s.precision == "fp32" for s in bench.default_steps())
 

@@ -166,7 +166,7 @@ def measured_on(docs: list[dict]) -> str:
     for d in docs:
         runs.setdefault(d["environment"]["date"], []).append(d["step"])
     main = max(runs, key=lambda run: len(runs[run]))
-    others = [f"steps {_steps_named(steps)} in " + ("another run that day" if run[:10] == main[:10] else f"a run of {run[:10]}")
+    others = [f"{'step' if len(steps) == 1 else 'steps'} {_steps_named(steps)} in " + ("another run that day" if run[:10] == main[:10] else f"a run of {run[:10]}")
               for run, steps in sorted(runs.items()) if run != main]
     return ", ".join([main[:10]] + others)
 
