@@ -79,6 +79,22 @@ results/nvidia-h200/evidence/step28_rounds.txt):
   scale 2^-70 5.3e-5 (SGEMM 1.7e-3), fp32's largest 4.4e-8 (step 25 4.7e-7, SGEMM 2.3e-8),
   tiny x huge 2.6e-7 (step 25 1.5e-5, its stated limit).
 
+A fused epilogue (D = act(alpha * AB + bias + beta * C_in), issue 50) goes in ``store_unscaled``
+after the unscale, as step 19's goes after its total: the fallback's test reads the raw total,
+and a thread whose test fires writes its raw products back, recomputes what the fallback asks,
+then applies the epilogue in place, so the contract is the bare kernel's. Measured (H200,
+2026-11-29, python -m steps.epilogue --step 28 --sizes 4096 --rounds 3): bias and GELU 1.034x
+the bare kernel (0.7659 against 0.7408 ms), the product and a separate kernel 1.050x the fused
+one; error 2.9e-7. As in steps 19-22, the store runs while no wgmma does.
+
+In a model (schedules/integration/relax_dispatch.py places the Hopper rungs): the H200's fp32
+rows (python -m steps.bench --save, results/nvidia-h200/evidence/bench_fp32_rows.txt) pick step
+28 from 2048^3 up and for the block's 1024 x 1024 x 4096 product at 1024 tokens, where the block
+ran 0.309 ms: 2.33x PyTorch eager fp32, 4.66x dlight, error 4.8e-7 (one round;
+results/nvidia-h200/evidence/step28_models.txt). The first try did not compile: a model's kernels
+share one CUDA source, where this kernel's dynamic shared memory (halves) and step 25's (floats)
+were both the extern "smem"; it is named apart now (``persistent_halves``).
+
 Issue 48's bar for the fp32-accurate rung is the H100's: 130 TFLOP/s at 8192^3, aim 140. On the
 H200 this rung runs 211, 1.77x step 25 in the same rounds; step 25 read 123-131 on the H100.
 Not measured on an H100 (none lent since 2026-11-28).
@@ -113,7 +129,7 @@ Config = Wgmma3xFP16Config
 PASS_CONFIG: dict = {}
 PIECES = ("shift", "operand_scales", "split_operands", "load_halves", "multiply_halves", "consume_halves",
           "store_unscaled")
-EPILOGUE = False
+EPILOGUE = True  # store_unscaled: D = the epilogue of the unscaled total, the fallback on the raw product
 # Below 2048^3 the copies (seven launches over A and B) weigh more than the GEMM they feed.
 EXPECTED_REGRESSION = dict.fromkeys(
     (512, 1024),
@@ -339,12 +355,18 @@ def multiply_halves(plan: SplitPlan):
     return multiply
 
 
-def store_unscaled(plan: SplitPlan):
+def store_unscaled(plan: SplitPlan, out: Plan):
     """A macro: the total, scaled back (ldexpf: one rounding, subnormal results included), to C;
     where a total is NaN (an infinite or NaN operand), that output recomputed with serial FFMA on
     the fp32 operands, as step 19's fallback. At a long K the flushed partial sums (in C, still
-    scaled) are added first."""
+    scaled) are added first. With a fused epilogue (C a wgmma.FusedOutput; `out`, the fp32 plan
+    that carries it), D = the epilogue of the unscaled total, and as in step 19's ``store_split``
+    the fallback's test and recomputation see the raw product: the contract is the bare kernel's."""
     M, N, K, acc_n, flush = plan.M, plan.N, plan.K, plan.acc_n, flushes(plan)
+    fused = out.epilogue is not None and out.fused
+
+    def unscaled(total, row, col, shift_a, shift_b):
+        return T.call_pure_extern("float32", "ldexpf", total, 0 - shift_a[row] - shift_b[col])
 
     @T.macro
     def store(C, A, B, shift_a, shift_b, total, flag, fallback, m0, n0, wg, warp, lane):
@@ -356,12 +378,24 @@ def store_unscaled(plan: SplitPlan):
                         if flush:
                             total[i * 4 + 2 * h + c] = total[i * 4 + 2 * h + c] + C[
                                 c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)]
-                        C[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = T.call_pure_extern(
-                            "float32", "ldexpf", total[i * 4 + 2 * h + c],
-                            0 - shift_a[c_row(m0, i, c, lane)] - shift_b[c_col(n0, h, wg, warp, lane)])
+                        # (C: the output, or a fused epilogue's D and inputs: wgmma.FusedOutput)
+                        wgmma.output(C)[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = wgmma.stored(
+                            out, C, unscaled(total[i * 4 + 2 * h + c], c_row(m0, i, c, lane),
+                                             c_col(n0, h, wg, warp, lane), shift_a, shift_b),
+                            c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane))
                         flag[0] = flag[0] | T.Cast("int32", fp32_fallback._magnitude_bits(total[i * 4 + 2 * h + c])
                                                    > T.uint32(0x7F800000))
         if flag[0] != 0:
+            if fused:
+                # D holds the epilogue's values: put this thread's raw products back for the test
+                # and the recomputation below, which read them from D.
+                for i in T.unroll(acc_n // 4):
+                    for h in T.unroll(2):
+                        for c in T.unroll(2):
+                            if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
+                                wgmma.output(C)[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = unscaled(
+                                    total[i * 4 + 2 * h + c], c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane),
+                                    shift_a, shift_b)
             # Rare: one loop over this thread's outputs, re-read from C.
             for j in T.serial(acc_n):
                 if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
@@ -372,17 +406,24 @@ def store_unscaled(plan: SplitPlan):
                             fallback[0] = T.call_pure_extern(
                                 "float32", "fmaf", A[c_row(m0, j // 4, j % 2, lane), k],
                                 B[k, c_col(n0, j // 2 % 2, wg, warp, lane)], fallback[0])
-                        C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
+                        wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
+            if fused:
+                # Then the epilogue, in place, on the products the contract asks for.
+                for j in T.serial(acc_n):
+                    if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
+                        wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = \
+                            wgmma.stored(out, C, C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)],
+                                         c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane))
 
     return store
 
 
-def consume_halves(plan: SplitPlan):
+def consume_halves(plan: SplitPlan, out: Plan):
     """A macro: a consumer walks its block's tiles (step 20's order); on each, step 19's chunks
     (``consume_split``'s promotion and hand-back of stages) over three fp16 products, then the
     store."""
     KT, stages, acc_n, promote, flush = plan.KT, plan.stages, plan.acc_n, plan.cfg.promote, flushes(plan)
-    multiply, store, flush_partial_ = multiply_halves(plan), store_unscaled(plan), flush_partial(plan)
+    multiply, store, flush_partial_ = multiply_halves(plan), store_unscaled(plan, out), flush_partial(plan)
 
     @T.macro
     def consumer(smem, acc, total, flag, fallback, descA, descB, A, B, shift_a, shift_b, C, bid, wg, warp, lane):
@@ -438,7 +479,11 @@ def persistent_halves(plan: SplitPlan, producer, consumer):
                     T.reads(A[0:M, 0:K], B[0:K, 0:N], As[0:M, 0:2 * Kr], Bs[0:2 * Kr, 0:Nq], shift_a[0:M],
                             shift_b[0:N])
                     T.writes(C[0:M, 0:N])
-                    smem = T.sblock_alloc_buffer((plan.smem_fl,), plan.dtype, scope="shared.dyn", align=1024)
+                    # Named apart from the other rungs' "smem": CUDA declares a kernel's dynamic shared
+                    # memory as an extern array, and a model's kernels share one source, where an
+                    # extern "smem" of halves here and of floats in step 25 do not compile together.
+                    smem_halves = T.sblock_alloc_buffer((plan.smem_fl,), plan.dtype, scope="shared.dyn", align=1024)
+                    smem = T.meta_var(smem_halves)
                     acc = T.sblock_alloc_buffer((plan.acc_n,), "float32", scope="local")
                     total = T.sblock_alloc_buffer((plan.acc_n,), "float32", scope="local")
                     flag = T.sblock_alloc_buffer((1,), "int32", scope="local")
@@ -465,13 +510,14 @@ def persistent_halves(plan: SplitPlan, producer, consumer):
 def kernel(M: int, N: int, K: int, cfg: Wgmma3xFP16Config, dtype: str = "fp32", epilogue=None, fused=True):
     # (dtype: fp32 inputs only, Step.check_dtype; the parameter is the Hopper rungs' signature.)
     p = SplitPlan(M, N, K, cfg, "float16")
+    out = wgmma.plan(M, N, K, cfg, "fp32", epilogue=epilogue, fused=fused)  # C's: fp32, and the epilogue
     Kr, Nq, chunks = p.Kr, p.Nq, _ceil(K, COLUMN_CHUNK)
     scales, split = operand_scales(p), split_operands(p)
-    gemm = persistent_halves(p, produce_tiles(p, load_halves(p)), consume_halves(p))
+    gemm = persistent_halves(p, produce_tiles(p, load_halves(p)), consume_halves(p, out))
+    apply_epilogue = wgmma.separate_epilogue(out)
 
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"), C: T.Buffer((M, N), "float32")):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    @T.macro
+    def product(A, B, C, unfused):
         largest_a = T.alloc_buffer((M,), "float32")
         partial_b = T.alloc_buffer((chunks, N), "float32")
         largest_b = T.alloc_buffer((N,), "float32")
@@ -488,8 +534,11 @@ def kernel(M: int, N: int, K: int, cfg: Wgmma3xFP16Config, dtype: str = "fp32", 
         B_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
         T.call_packed("runtime.cuTensorMapEncodeTiled", B_map, "float16", 2, Bs.data, *p.B_tma)
         gemm(A, B, As, Bs, shift_a, shift_b, C, A_map, B_map)
+        if unfused is not None:  # the epilogue as a kernel of its own, from C to D
+            apply_epilogue(C, unfused, As, Bs)
 
-    return main
+    # main(A, B, C), or with the epilogue main(A, B, [bias], [C_in], D): the Hopper rungs' signatures.
+    return wgmma.entry(M, N, K, "float32", epilogue, fused, product)
 
 
 VECTOR = 4  # the split's values a thread: a float4 load, two 8-byte stores
@@ -506,7 +555,7 @@ def schedule_copies(sch) -> None:
     sch.bind(tx, "threadIdx.x")
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         name = sch.get(block).name_hint
-        if name in ("C", "A_row_max"):
+        if name in ("C", "A_row_max", "epilogue"):  # bound as written, or above
             continue
         loops = sch.get_loops(block)
         if name == "B_column_max":

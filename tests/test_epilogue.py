@@ -95,7 +95,7 @@ def hopper_source(step, shape, dtype, ep=None, fused=True):
 @pytest.mark.parametrize("step, shape", [(20, (2048, 2048, 2048)), (21, (2048, 2048, 2048)), (23, (2048, 2048, 2048)),
                                          (20, (1000, 777, 1001)), (23, (256, 256, 16384))])
 def test_the_hopper_rungs_take_the_epilogue_in_their_store(step, shape, dtype):
-    assert schedules.EPILOGUE_RUNGS == (19, 20, 21, 22, 23, 25, 26, 27)
+    assert schedules.EPILOGUE_RUNGS == (19, 20, 21, 22, 23, 25, 26, 27, 28)
     ep = Epilogue(bias=True, activation="gelu", beta=1.0)
     bare, fused = hopper_source(step, shape, dtype), hopper_source(step, shape, dtype, ep)
     separate = hopper_source(step, shape, dtype, ep, fused=False)
@@ -116,9 +116,10 @@ def test_the_hopper_rungs_take_the_epilogue_in_their_store(step, shape, dtype):
 
 
 @pytest.mark.parametrize("step, shape", [(19, (2048, 2048, 2048)), (19, (1000, 777, 1001)), (19, (16, 16, 1 << 17)),
-                                         (25, (4096, 4096, 4096)), (25, (512, 512, 512))])
+                                         (25, (4096, 4096, 4096)), (25, (512, 512, 512)), (28, (2048, 2048, 2048)),
+                                         (28, (1000, 777, 1001)), (28, (16, 16, 1 << 17))])
 def test_the_fp32_accurate_rungs_take_the_epilogue_after_their_fallbacks_test(step, shape):
-    """Steps 19 and 25 (3xTF32): D = the epilogue of the fp32 total in the consumers' store, one
+    """Steps 19, 25 (3xTF32) and 28 (3xFP16, after its unscale): D = the epilogue of the fp32 total in the consumers' store, one
     kernel; the fallback tests the raw total, and where it fires (NaN or tiny sums) the thread
     writes its raw totals back, recomputes, then applies the epilogue in place: one more erff in
     that rare loop. 16 x 16 x 2^17 flushes partial sums into D every 512 chunks first."""
@@ -128,13 +129,14 @@ def test_the_fp32_accurate_rungs_take_the_epilogue_after_their_fallbacks_test(st
     assert len(kernels(fused)) == len(kernels(bare)) and len(kernels(separate)) == len(kernels(bare)) + 1
     assert all(p in fused for p in ("bias_ptr", "C_in_ptr", "D_ptr")) and "C_ptr" not in fused
     assert "fmaf(" in fused and "fmaf(" in bare  # the fallback's serial FFMA, in both
-    per_thread = {(2048, 2048, 2048): 64, (1000, 777, 1001): 32, (16, 16, 1 << 17): 8, (4096, 4096, 4096): 64,
-                  (512, 512, 512): 32}[shape]  # a consumer's accumulator registers (128 x 128 tiles or 64 x 64)
+    per_thread = {(2048, 2048, 2048): 64, (1000, 777, 1001): 32, (16, 16, 1 << 17): 8,
+                  (4096, 4096, 4096): 64, (512, 512, 512): 32}[shape]  # a consumer's accumulator registers
+    # (128 x 128 tiles or 64 x 64; at 16 x 16 the stores past row 16 fold away)
     assert fused.count("erff(") == per_thread + 1 and "erff(" not in bare
 
 
 @pytest.mark.skipif(not __import__("steps.measure.nvcc", fromlist=["x"]).available(), reason="nvcc not installed")
-@pytest.mark.parametrize("step", [19, 25])
+@pytest.mark.parametrize("step", [19, 25, 28])
 def test_ptxas_on_the_fp32_accurate_rungs_fused_store(step):
     """No spill, no stack frame, wgmma still async (no C7518) with bias, GELU and C_in at 4096^3."""
     from steps.measure import nvcc

@@ -59,13 +59,13 @@ def _hopper_epilogue(step, shape, ep, dtype, fused=True, seed=11, config=None):
     lib["main"](*args)
     dev.sync()
     ref = command.reference(a, b, bias, c_in, ep, dtype)
-    # TF32's bound for the TF32 rungs, fp32's for the fp32-accurate ones (19, 25), the dtype's in 16 bits.
+    # TF32's bound for the TF32 rungs, fp32's for the fp32-accurate ones (19, 25, 28), the dtype's in 16 bits.
     bound = harness.tolerance(step, dtype)
     return harness.relative_error(dtypes.from_device(args[-1], dtype), ref, dtype), bound
 
 
 def _rungs_and_dtypes(dtypes_asked):
-    """(step, dtype) for every epilogue rung and each of `dtypes_asked` it has (19 and 25: fp32 only)."""
+    """(step, dtype) for every epilogue rung and each of `dtypes_asked` it has (19, 25 and 28: fp32 only)."""
     return [(s, d) for s in schedules.EPILOGUE_RUNGS for d in dtypes_asked if d in schedules.get_step(s).dtypes]
 
 
@@ -90,10 +90,11 @@ def test_a_gated_pairs_second_product_is_correct_in_each_hopper_rung(step, shape
     assert error <= bound
 
 
-@pytest.mark.parametrize("step, shape", [(19, (256, 256, 256)), (19, (1000, 777, 1001)), (25, (2048, 1536, 256))])
+@pytest.mark.parametrize("step, shape", [(19, (256, 256, 256)), (19, (1000, 777, 1001)), (25, (2048, 1536, 256)),
+                                         (28, (1000, 777, 1001)), (28, (2048, 1536, 256))])
 @pytest.mark.parametrize("data", ["scale 2^-64", "scale 2^-70", "inf and NaN", "fp32 max"])
 def test_an_fp32_accurate_rungs_epilogue_applies_to_what_its_fallback_stores(step, shape, data):
-    """Steps 19 and 25 test each raw total (NaN, or tiny: recomputed by serial FFMA) before the
+    """Steps 19, 25 and 28 test each raw total (NaN, or tiny: recomputed by serial FFMA; 28: NaN) before the
     epilogue: with D = 2 * AB, D is twice the bare kernel's C bit for bit (doubling is exact),
     NaN and inf where C has them, on the classes whose outputs take the fallback (tiny sums, inf
     and NaN) and where the fast path's sums are near fp32's largest. Step 25 at 2048 x 1536 walks

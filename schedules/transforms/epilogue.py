@@ -25,11 +25,11 @@ of traffic, at about 4 TB/s, as predicted). At 2048^3 the fused cost is above th
 the erf and its operands take registers in the store's loop, which runs once per thread, so a
 launch of 0.38 ms sees it as 7 us; at 4096^3 it is lost in the noise. Errors 8.1e-7 / 1.1e-6.
 
-The Hopper rungs 19-23 and 25-27 write their kernels, so ``reverse_compute_inline`` has no store
+The Hopper rungs 19-23 and 25-28 write their kernels, so ``reverse_compute_inline`` has no store
 to rewrite: their store applies ``Epilogue.value`` itself (schedules/transforms/wgmma.py,
 ``FusedOutput`` and ``stored``; step 22 as it stages the tile for its TMA store), in fp16 and bf16
-too (the 3xTF32 rungs 19 and 25: fp32 only, the epilogue after the fallback's test of the raw
-total, step 19's ``store_split``). There the same epilogue cost 23-25% over the bare kernel in step 20's register store and
+too (the fp32-accurate rungs 19, 25 and 28: fp32 only, the epilogue after the fallback's test of
+the raw total, step 19's ``store_split``, step 28's ``store_unscaled``). There the same epilogue cost 23-25% over the bare kernel in step 20's register store and
 12-13% in step 22's staged one; a bias alone 8-9% and 1-3% (bf16 and fp16, 4096^3, H200,
 2026-11-28): the store runs while the consumers' wgmma do not (docs/models.md).
 """

@@ -638,9 +638,18 @@ def prim_func(p: Plan, kernel, partials: tuple | None = None) -> tvm.tirx.PrimFu
         if unfused is not None:  # the epilogue as a kernel of its own, from C to D
             apply_epilogue(C, unfused, A_op, B_op)
 
+    return entry(M, N, K, dtype, ep, p.fused, product)
+
+
+def entry(M: int, N: int, K: int, dtype: str, ep: Epilogue | None, fused: bool, product) -> tvm.tirx.PrimFunc:
+    """The PrimFunc around a rung's `product(A, B, C, unfused)` (its copies and GEMM): main(A, B,
+    C) in `dtype` (TVM's name), or with epilogue `ep` main(A, B, [bias], [C_in], D): fused, the
+    product is handed a FusedOutput where it would take C; unfused, a C of its own and the
+    FusedOutput as `unfused`, for the product to make D from C after its GEMM."""
+
     @T.macro
     def with_epilogue(A, B, bias, C_in, D):
-        if p.fused:
+        if fused:
             # The consumers' store applies it to the fp32 sums (``stored``): one kernel.
             product(A, B, FusedOutput(D, bias, C_in), None)
         else:

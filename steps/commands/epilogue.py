@@ -48,7 +48,7 @@ BAR = 1.03  # issue 31: the fused kernel at most 3% over the bare one at 2048^3 
 def parser() -> argparse.ArgumentParser:
     p = options.new_parser(PROG, __doc__.strip())
     p.add_argument("--step", type=int, default=11,
-                   help="the step whose kernel takes the epilogue (1-13, or the Hopper rungs 19-23 and 25-27; default 11)")
+                   help="the step whose kernel takes the epilogue (1-13, or the Hopper rungs 19-23 and 25-28; default 11)")
     p.add_argument("--sizes", type=options._positive, nargs="+", default=[2048, 4096], metavar="N",
                    help="square sizes N (N x N x N; default 2048 4096)")
     p.add_argument("--activation", choices=[a or "none" for a in ACTIVATIONS], default="gelu")
