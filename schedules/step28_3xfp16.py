@@ -42,7 +42,7 @@ Measured (NVIDIA H200, driver 580.159.04, TVM 0.27.0.post1, 2026-11-29, kernel t
 function, copies included; alternating rounds in one process, the board at its 700 W cap;
 results/nvidia-h200/evidence/step28_rounds.txt):
 - the first version wrote the split one value a thread and computed the shift (ilogbf) three
-  times a value: 182 TFLOP/s at 8192^3, 1.46-1.62x step 25 in six rounds. Nsight Compute: the
+  times a value: 182 TFLOP/s at 8192^3, 1.47-1.62x step 25 in six rounds. Nsight Compute: the
   two split kernels took 307 and 297 us (1.7 TB/s), the maxima 64 and 67, the GEMM 4.64 ms. Now
   the shifts are computed once per row and column, and the split reads a float4 and writes four
   halves of each half a thread: 127 and 123 us; the copies 388 us of ~5.2 ms at 8192^3 (7%),
@@ -61,8 +61,8 @@ results/nvidia-h200/evidence/step28_rounds.txt):
   37-41 us against 36-40 us on the GPU. Nsight Compute at 1024^3: the copies 26 us, the GEMM 20.
 - promote: every slice (64 k) is the fastest as well as the most accurate: 181.9 / 171.2 /
   177.6 TFLOP/s at promote 1 / 2 / 4 (8192^3, six rounds, first version), errors 3.3e-7 / 5.0e-7
-  / 9.3e-7. The two consumers drain at different times (their groups queue on one tensor pipe),
-  so a drain per slice costs little.
+  / 9.3e-7. Why the longer chunks are not faster was not measured (step 25 gained 3-5% from
+  promote 2; here the two consumers' groups share one pipe that stays 91% busy, below).
 - Nsight Compute, the GEMM kernel at 8192^3: tensor pipe active 91.2% of cycles
   (sm__pipe_tensor_op_hmma_cycles_active), 50,331,648 wgmma; per issued instruction a warp waits
   2.7 cycles on the barrier (wgmma.fence's warpgroup sync after each drain), 1.3 on wait
