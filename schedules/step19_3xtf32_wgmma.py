@@ -155,7 +155,7 @@ PRECISION = "fp32"
 ARCH = "sm_90a"
 Config = Wgmma3xTF32Config
 PASS_CONFIG: dict = {}
-PIECES = ("split_a_tile", "multiply_split", "consume_split", "store_split")
+PIECES = ("split_a_tile", "multiply_split", "consume_split", "store_split", "recompute_flagged")
 EPILOGUE = True  # D = act(alpha * A @ B + bias + beta * C_in) in store_split, after the fallback's test
 # Three products where step 18 issues one: slower than its TF32 prior by design, for fp32 accuracy.
 EXPECTED_REGRESSION = dict.fromkeys(
@@ -260,6 +260,7 @@ def store_split(plan: Plan):
     M, N, K, acc_n, flush = plan.M, plan.N, plan.K, plan.acc_n, flushes(plan)
     tiny_bits = fp32_fallback.tiny_bound_bits(K)
     fused = plan.epilogue is not None and plan.fused
+    recompute = recompute_flagged(plan, lambda x: fp32_fallback._needs_fp32(x, tiny_bits))
 
     @T.macro
     def store_split(C, A_op, B_op, total, flag, fallback, m0, n0, wg, warp, lane):
@@ -287,27 +288,40 @@ def store_split(plan: Plan):
                             if c_row(m0, i, c, lane) < M and c_col(n0, h, wg, warp, lane) < N:
                                 wgmma.output(C)[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = total[
                                     i * 4 + 2 * h + c]
-            # Rare: one loop over this thread's outputs, re-read from C (registers cannot be
-            # indexed by a loop variable without going to the stack).
-            for j in T.serial(acc_n):
-                if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
-                    if fp32_fallback._needs_fp32(C[c_row(m0, j // 4, j % 2, lane),
-                                                   c_col(n0, j // 2 % 2, wg, warp, lane)], tiny_bits):
-                        fallback[0] = T.float32(0)
-                        for k in T.serial(K):
-                            fallback[0] = T.call_pure_extern(
-                                "float32", "fmaf", A_op[c_row(m0, j // 4, j % 2, lane), k],
-                                B_op[k, c_col(n0, j // 2 % 2, wg, warp, lane)], fallback[0])
-                        wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
-            if fused:
-                # Then the epilogue, in place, on the products the contract asks for.
-                for j in T.serial(acc_n):
-                    if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
-                        wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = \
-                            wgmma.stored(plan, C, C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)],
-                                         c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane))
+            recompute(C, A_op, B_op, fallback, m0, n0, wg, warp, lane)
 
     return store_split
+
+
+def recompute_flagged(plan: Plan, needs):
+    """A macro for a store whose test fired (rare): each of this thread's outputs that `needs`
+    (of its raw product, re-read from C: registers cannot be indexed by a loop variable without
+    going to the stack) is recomputed with serial FFMA on the fp32 operands; then, with a fused
+    epilogue (the plan's), the epilogue is applied in place to the products the contract asks for.
+    Step 19's store (NaN or tiny) and step 28's (NaN)."""
+    M, N, K, acc_n = plan.M, plan.N, plan.K, plan.acc_n
+    fused = plan.epilogue is not None and plan.fused
+
+    @T.macro
+    def recompute(C, A_op, B_op, fallback, m0, n0, wg, warp, lane):
+        for j in T.serial(acc_n):
+            if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
+                if needs(C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)]):
+                    fallback[0] = T.float32(0)
+                    for k in T.serial(K):
+                        fallback[0] = T.call_pure_extern(
+                            "float32", "fmaf", A_op[c_row(m0, j // 4, j % 2, lane), k],
+                            B_op[k, c_col(n0, j // 2 % 2, wg, warp, lane)], fallback[0])
+                    wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
+        if fused:
+            # Then the epilogue, in place, on the products the contract asks for.
+            for j in T.serial(acc_n):
+                if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
+                    wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = \
+                        wgmma.stored(plan, C, C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)],
+                                     c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane))
+
+    return recompute
 
 
 def flush_partial(plan: Plan):

@@ -111,7 +111,7 @@ from tvm.script import tirx as T
 from .config import Wgmma3xFP16Config
 from .lowering import fp32_fallback
 from .step18_register_a import MN_MAJOR_LBO, MN_MAJOR_SBO, c_col, c_row
-from .step19_3xtf32_wgmma import FLUSH_CHUNKS, SMALL_TILE, WAVE_SMS, flush_partial, flushes
+from .step19_3xtf32_wgmma import FLUSH_CHUNKS, SMALL_TILE, WAVE_SMS, flush_partial, flushes, recompute_flagged
 from .step20_persistent import blocks_for, grid, produce_tiles, tile_loop
 from .transforms import wgmma
 from .transforms.wgmma import (DESC_LBO, DESC_SBO, L2_PROMOTION_128B, PRODUCER_REGS, SWIZZLE_128B, TMA_LOAD, WARPGROUP,
@@ -211,6 +211,11 @@ def finite_magnitude(x):
     return T.if_then_else(T.isfinite(x), T.fabs(x), T.float32(0))
 
 
+def nan(x):
+    """x is NaN, read from its bits (fp32_fallback's test, a compiler flag cannot fold it away)."""
+    return fp32_fallback._magnitude_bits(x) > T.uint32(0x7F800000)
+
+
 def hi(xs):
     return T.Cast("float16", xs)
 
@@ -229,6 +234,16 @@ def operand_scales(plan: SplitPlan):
     fp16's range (the split multiplies by them, four values at a time; ldexpf takes no vector)."""
     M, N, K = plan.M, plan.N, plan.K
     chunks = _ceil(K, COLUMN_CHUNK)
+
+    @T.macro
+    def shifts(largest, shift_, factor, extent, name):
+        for i in T.serial(extent):
+            with T.sblock(name):
+                v = T.axis.spatial(extent, i)
+                s = T.meta_var(shift(largest[v]))
+                shift_[v] = s
+                factor[0, v] = power_of_two(s >> 1)
+                factor[1, v] = power_of_two(s - (s >> 1))
 
     @T.macro
     def scales(A, B, largest_a, partial_b, largest_b, shift_a, shift_b, factor_a, factor_b):
@@ -252,18 +267,8 @@ def operand_scales(plan: SplitPlan):
                 with T.init():
                     largest_b[vn] = T.float32(0)
                 largest_b[vn] = T.max(largest_b[vn], partial_b[vc, vn])
-        for m in T.serial(M):
-            with T.sblock("A_shift"):
-                vm = T.axis.spatial(M, m)
-                shift_a[vm] = shift(largest_a[vm])
-                factor_a[0, vm] = power_of_two(shift(largest_a[vm]) >> 1)
-                factor_a[1, vm] = power_of_two(shift(largest_a[vm]) - (shift(largest_a[vm]) >> 1))
-        for n in T.serial(N):
-            with T.sblock("B_shift"):
-                vn = T.axis.spatial(N, n)
-                shift_b[vn] = shift(largest_b[vn])
-                factor_b[0, vn] = power_of_two(shift(largest_b[vn]) >> 1)
-                factor_b[1, vn] = power_of_two(shift(largest_b[vn]) - (shift(largest_b[vn]) >> 1))
+        shifts(largest_a, shift_a, factor_a, M, "A_shift")
+        shifts(largest_b, shift_b, factor_b, N, "B_shift")
 
     return scales
 
@@ -362,8 +367,9 @@ def store_unscaled(plan: SplitPlan, out: Plan):
     scaled) are added first. With a fused epilogue (C a wgmma.FusedOutput; `out`, the fp32 plan
     that carries it), D = the epilogue of the unscaled total, and as in step 19's ``store_split``
     the fallback's test and recomputation see the raw product: the contract is the bare kernel's."""
-    M, N, K, acc_n, flush = plan.M, plan.N, plan.K, plan.acc_n, flushes(plan)
+    M, N, acc_n, flush = plan.M, plan.N, plan.acc_n, flushes(plan)
     fused = out.epilogue is not None and out.fused
+    recompute = recompute_flagged(out, nan)
 
     def unscaled(total, row, col, shift_a, shift_b):
         return T.call_pure_extern("float32", "ldexpf", total, 0 - shift_a[row] - shift_b[col])
@@ -383,8 +389,7 @@ def store_unscaled(plan: SplitPlan, out: Plan):
                             out, C, unscaled(total[i * 4 + 2 * h + c], c_row(m0, i, c, lane),
                                              c_col(n0, h, wg, warp, lane), shift_a, shift_b),
                             c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane))
-                        flag[0] = flag[0] | T.Cast("int32", fp32_fallback._magnitude_bits(total[i * 4 + 2 * h + c])
-                                                   > T.uint32(0x7F800000))
+                        flag[0] = flag[0] | T.Cast("int32", nan(total[i * 4 + 2 * h + c]))
         if flag[0] != 0:
             if fused:
                 # D holds the epilogue's values: put this thread's raw products back for the test
@@ -396,24 +401,8 @@ def store_unscaled(plan: SplitPlan, out: Plan):
                                 wgmma.output(C)[c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane)] = unscaled(
                                     total[i * 4 + 2 * h + c], c_row(m0, i, c, lane), c_col(n0, h, wg, warp, lane),
                                     shift_a, shift_b)
-            # Rare: one loop over this thread's outputs, re-read from C.
-            for j in T.serial(acc_n):
-                if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
-                    if fp32_fallback._magnitude_bits(C[c_row(m0, j // 4, j % 2, lane),
-                                                       c_col(n0, j // 2 % 2, wg, warp, lane)]) > T.uint32(0x7F800000):
-                        fallback[0] = T.float32(0)
-                        for k in T.serial(K):
-                            fallback[0] = T.call_pure_extern(
-                                "float32", "fmaf", A[c_row(m0, j // 4, j % 2, lane), k],
-                                B[k, c_col(n0, j // 2 % 2, wg, warp, lane)], fallback[0])
-                        wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = fallback[0]
-            if fused:
-                # Then the epilogue, in place, on the products the contract asks for.
-                for j in T.serial(acc_n):
-                    if c_row(m0, j // 4, j % 2, lane) < M and c_col(n0, j // 2 % 2, wg, warp, lane) < N:
-                        wgmma.output(C)[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)] = \
-                            wgmma.stored(out, C, C[c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane)],
-                                         c_row(m0, j // 4, j % 2, lane), c_col(n0, j // 2 % 2, wg, warp, lane))
+            # Rare: step 19's recomputation of what the test flagged, then the epilogue in place.
+            recompute(C, A, B, fallback, m0, n0, wg, warp, lane)
 
     return store
 
