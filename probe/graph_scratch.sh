@@ -9,7 +9,7 @@ echo "=== 1: $M --tokens 1 16 128"; timeout 120 $M --tokens 1 16 128 2>&1 | grep
 echo "=== 2: memcheck, fp32, 16 tokens"; timeout 120 $S $M --tokens 16 > $OUT/m16.txt 2>&1; echo "rc $?"; grep -v "Host Frame" $OUT/m16.txt | tail -8
 echo "=== 3: memcheck, fp32, 1024 tokens"; timeout 150 $S $M --tokens 1024 > $OUT/m1024.txt 2>&1; echo "rc $?"; grep -v "Host Frame" $OUT/m1024.txt | tail -8
 echo "=== 4: memcheck, bf16, 16 tokens"; timeout 120 $S $M --dtype bf16 --tokens 16 > $OUT/mbf16.txt 2>&1; echo "rc $?"; grep -v "Host Frame" $OUT/mbf16.txt | tail -8
-echo "=== 5: tests/test_gpu_model.py"; timeout 300 python -m pytest -q -p no:cacheprovider tests/test_gpu_model.py 2>&1 | tail -8
+echo "=== 5: tests/test_gpu_model.py"; timeout 230 python -m pytest -q -p no:cacheprovider tests/test_gpu_model.py 2>&1 | tail -8
 echo "=== 6: python -m steps.model --cuda-graph --save (fp32, all token counts)"; mkdir -p $OUT/results
-timeout 200 python -m steps.model --cuda-graph --save --results-dir $OUT/results 2>&1 | grep -v Warning | tail -14
+timeout 140 python -m steps.model --cuda-graph --save --results-dir $OUT/results 2>&1 | grep -v Warning | tail -14
 cd $OUT && tar czf results.tgz results && rm -rf results
