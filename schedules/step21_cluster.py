@@ -211,11 +211,12 @@ def consume_pairs(plan: Plan, multiply, store):
 def init_cluster_barriers(plan: Plan):
     """A macro: thread 0 initializes each stage's "full" (one arrival plus the bytes) and "empty"
     (one arrival per consumer warpgroup of both blocks) barriers; the cluster meets, so no block
-    arrives on the other's barriers before they exist."""
+    arrives on the other's barriers before they exist. (The buffer launched whole: wgmma.keep_whole.)"""
     stages, consumers = plan.stages, plan.consumers
 
     @T.macro
     def init(smem, tid):
+        wgmma.keep_whole(smem, tid)
         if tid == 0:
             for s in T.unroll(stages):
                 T.ptx.mbarrier.init.shared.b64(T.address_of(smem[plan.full_bar(s)]), T.uint32(1))

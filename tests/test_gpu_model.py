@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -35,6 +36,27 @@ def test_the_model_replayed_from_cuda_graphs_passes_its_check():
                "--seed", "5", "--cuda-graph")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "replayed from a CUDA graph" in proc.stdout and "FAILED" not in proc.stdout + proc.stderr
+
+
+def test_several_token_counts_from_cuda_graphs_in_one_process():
+    # at d 1024 the scratch of steps 11 and 25 (19 on the H100) is MiBs: before its buffers were the
+    # model's tensors (schedules/integration/scratch.py), the second count faulted (illegal address)
+    proc = run("--frontend", "nn", "--tokens", "1", "16", "128", "--rounds", "1", "--repeat", "3", "--seed", "1",
+               "--cuda-graph")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "FAILED" not in proc.stdout + proc.stderr and len(proc.stdout.splitlines()) >= 5
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_model_from_cuda_graphs_writes_only_its_own_memory(dtype):
+    # compute-sanitizer's memcheck: before scratch.py, 8194 writes out of bounds at 16 tokens (fp32)
+    if shutil.which("compute-sanitizer") is None:
+        pytest.skip("compute-sanitizer not on PATH")
+    proc = subprocess.run(["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "3", sys.executable, "-m",
+                           "steps.model", "--frontend", "nn", "--dtype", dtype, "--tokens", "16", "--rounds", "1",
+                           "--repeat", "3", "--seed", "1", "--cuda-graph"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "ERROR SUMMARY: 0 errors" in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])

@@ -56,6 +56,12 @@ arch they are not candidates. A matmul nothing can take (a batched weight, a dyn
 another dtype, a 16-bit product asked for in float32, a shape with no allowed step) is left as it
 was, for dlight. In 16-bit every pick is placed here, the mma.sync step 13 too: the dlight rule
 is fp32's.
+
+A kernel's scratch in global memory (the split copies of steps 19, 25 and 28, split-K partial
+sums) becomes an extra output of its ``call_tir`` (``scratch.LiftScratch``), which Relax plans
+and a CUDA graph keeps: ``DispatchMatmuls`` does that for its kernels, ``pipeline()`` once more
+after dlight. A pipeline of one's own that schedules such kernels later should run
+``LiftScratch()`` after its last schedule.
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from .. import STEPS, ConfigError, device_passes, dispatch, get_step
 from . import ladder_rule
+from .scratch import LiftScratch
 
 # What the ladder's kernels need of the PassContext (cp.async, buffers kept apart): the rule's,
 # harmless to the model's other kernels.
@@ -371,7 +378,10 @@ class DispatchMatmuls:
                 rewriter.take_chains(func)
                 rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
         self.chosen = rewriter.chosen
-        return rewriter.builder_.get()
+        # The kernels' scratch as tensors of the model, not workspace pages (scratch.py: a CUDA
+        # graph replays a page's address after the pool has lent or freed it).
+        added = [gv.name_hint for gv in rewriter.kernels.values()]
+        return LiftScratch(only=added)(rewriter.builder_.get())
 
 
 def pipeline(arch: str = "sm_90a", precision: str = "fp32", gpu: str | None = None):
@@ -391,7 +401,8 @@ def pipeline(arch: str = "sm_90a", precision: str = "fp32", gpu: str | None = No
     legalize = [tvm.relax.transform.LegalizeOps(), tvm.relax.transform.AnnotateTIROpPattern(),
                 tvm.relax.transform.FoldConstant(), tvm.relax.transform.FuseOps(), tvm.relax.transform.FuseTIR(),
                 dl.ApplyDefaultSchedule(rule, dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
-                                        dl.gpu.GeneralReduction(), dl.gpu.Fallback())]
+                                        dl.gpu.GeneralReduction(), dl.gpu.Fallback()),
+                LiftScratch()]  # what the schedules left in global memory: the model's tensors (scratch.py)
 
     @tvm.transform.module_pass(opt_level=0, name="LadderPipeline")
     def _pipeline(mod, _ctx):
