@@ -109,3 +109,29 @@ def test_a_model_for_cuda_graphs_takes_nothing_from_the_workspace_pool(dtype, to
     monkeypatch.setattr(relax_dispatch, "LiftScratch", lambda only=None: tvm.transform.Sequential([]))
     ex, _ = block.compile_block(mod, "ladder", "sm_90a", True, dtype, gpu)
     assert _workspace_calls(ex) > 0
+
+
+def test_a_kernel_reached_other_than_by_call_tir_keeps_its_signature():
+    @I.ir_module
+    class Inplace:
+        @T.prim_func(s_tir=True)
+        def double_in_place(x: T.Buffer((8, 16), "float32")):
+            t = T.alloc_buffer((8, 16))
+            for i, j in T.grid(8, 16):
+                with T.sblock("t"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    t[vi, vj] = x[vi, vj] * T.float32(2)
+            for i, j in T.grid(8, 16):
+                with T.sblock("x"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    x[vi, vj] = t[vi, vj]
+
+        @R.function
+        def main(x: R.Tensor((8, 16), "float32")):
+            cls = Inplace
+            y = R.call_tir_inplace(cls.double_in_place, (x,), inplace_indices=[0],
+                                   out_ty=R.Tensor((8, 16), "float32"))
+            return y
+
+    assert scratch.LiftScratch()(Inplace).same_as(Inplace)
+    assert [b.name for b in scratch.global_scratch(Inplace["double_in_place"])] == ["t"]

@@ -9,8 +9,8 @@ a time that is harmless. A CUDA graph (``relax.backend.use_cuda_graph``) records
 once and replays it on every call, while the pool goes on lending that page to later callers and,
 when one asks for more than it holds, frees it for a larger one. The replayed kernel then writes
 memory that is not its own: compute-sanitizer saw the fp32 block at 16 tokens write step 11's
-partial sums 16 MiB + 2 KiB past a live allocation (H200, 2026-11-29), which went unnoticed in one token
-count and faulted (illegal address) at the second count of a process
+partial sums 16 MiB + 2 KiB past a live allocation (H200, 2026-11-29), which went unnoticed in
+one token count and faulted (illegal address) at the second count of a process
 (results/nvidia-h200/evidence/model_graph_scratch.txt).
 
 ``LiftScratch`` makes each such buffer an extra output of its PrimFunc, and each ``call_tir`` of
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import tvm
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.expr_functor import PyExprMutator, PyExprVisitor, mutator, visitor
 from tvm.s_tir import SBlock, SBlockRealize
 
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
@@ -81,6 +81,25 @@ def lift(func):
     return tvm.tirx.PrimFunc(list(func.params) + lifted, body, func.ret_type, func.attrs), lifted
 
 
+@visitor
+class _OtherUses(PyExprVisitor):
+    """The GlobalVars a Relax function uses other than as the kernel of a ``call_tir``: a kernel
+    reached another way (``call_tir_inplace``, a closure) keeps its signature, and its scratch."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: set = set()
+
+    def visit_call_(self, call):
+        if not call.op.same_as(_CALL_TIR):
+            return super().visit_call_(call)
+        for arg in call.args[1:]:
+            self.visit_expr(arg)
+
+    def visit_global_var_(self, gv):
+        self.seen.add(gv)
+
+
 @mutator
 class _AskForScratch(PyExprMutator):
     def __init__(self, mod, lifted: dict):
@@ -113,9 +132,15 @@ class LiftScratch:
         self.only = None if only is None else set(only)
 
     def transform_module(self, mod, ctx):
+        other = _OtherUses()
+        for func in mod.functions.values():
+            if isinstance(func, relax.Function):
+                other.visit_expr(func)
         lifted = {}
         for gv, func in mod.functions_items():
             if not isinstance(func, tvm.tirx.PrimFunc) or (self.only is not None and gv.name_hint not in self.only):
+                continue
+            if gv in other.seen:
                 continue
             new, bufs = lift(func)
             if bufs:

@@ -563,8 +563,8 @@ def keep_whole(smem, tid):
     2-6 bytes short of what the kernel writes: compute-sanitizer stopped step 26 in a bf16 model
     (H200, 2026-11-29), and 366 of 675 Hopper builds checked were short (steps 15-17 in every
     dtype; 18, 20-23, 26 and 27 in 16-bit; 28). No test's result was wrong: the bytes past the
-    end lay in the allocation's rounding. An opaque use of the buffer counts as all of it; under a condition no
-    thread meets, which StmtSimplify removes, so the CUDA is as it was
+    end lay in the allocation's rounding. An opaque use of the buffer counts as all of it; here
+    under a condition no thread meets, which StmtSimplify removes, so the CUDA is as it was
     (tests/test_hopper.py checks the size)."""
     if tid < 0:
         T.evaluate(smem.data)
