@@ -13,6 +13,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
+import schedules
 from schedules.integration import relax_dispatch, scratch
 from steps.measure import model as block
 
@@ -83,14 +84,68 @@ def test_only_names_what_it_lifts():
     assert [b.name for b in scratch.global_scratch(lifted["sum_and_diff"])] == ["t"]
 
 
-def test_a_ladder_kernels_scratch_becomes_its_outputs():
-    step, func, _ = relax_dispatch.kernel(16, 3072, 1024, "fp32", "sm_90a", "nvidia-h200")
-    assert step.number == 25
-    found = [b.name for b in scratch.global_scratch(func)]
-    assert found == ["A_pad", "B_pad", "Bt", "W"]
+def test_a_ladder_kernels_scratch_becomes_its_outputs_and_what_it_skips_goes():
+    # step 23 (bf16, 16 tokens): its split-K partial sums W are written; the pads and B's
+    # transpose, which aligned operands skip, are never named and are dropped, not lifted
+    step, func, _ = relax_dispatch.kernel(16, 3072, 1024, "bf16", "sm_90a", "nvidia-h200")
+    assert step.number == 23
+    assert [b.name for b in scratch.global_scratch(func)] == ["A_pad", "B_pad", "Bt", "W"]
     new, lifted = scratch.lift(func)
-    assert [b.name for b in lifted] == found and scratch.global_scratch(new) == []
-    assert len(new.params) == len(func.params) + 4
+    assert [b.name for b in lifted] == ["W"] and scratch.global_scratch(new) == []
+    assert len(new.params) == len(func.params) + 1
+    # step 25 (fp32) where K = 1001 leaves A's rows unaligned for TMA: A's padded copy is written
+    func = schedules.get_step(25).schedule(1000, 3000, 1001).mod["main"]
+    new, lifted = scratch.lift(func)
+    assert [b.name for b in lifted] == ["A_pad"] and scratch.global_scratch(new) == []
+    # at 1024^3 nothing is padded: the function keeps its signature and loses the allocations
+    func = schedules.get_step(25).schedule(1024, 1024, 1024).mod["main"]
+    assert len(scratch.global_scratch(func)) == 4
+    new, lifted = scratch.lift(func)
+    assert lifted == [] and scratch.global_scratch(new) == [] and len(new.params) == len(func.params)
+
+
+@I.ir_module
+class Unused:
+    """A kernel with a buffer it writes and one it never names, and one with only the latter."""
+
+    @T.prim_func(s_tir=True)
+    def twice(x: T.Buffer((8, 16), "float32"), y: T.Buffer((8, 16), "float32")):
+        t = T.alloc_buffer((8, 16))
+        never = T.alloc_buffer((64,))
+        for i, j in T.grid(8, 16):
+            with T.sblock("t"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                t[vi, vj] = x[vi, vj] * T.float32(2)
+        for i, j in T.grid(8, 16):
+            with T.sblock("y"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                y[vi, vj] = t[vi, vj]
+
+    @T.prim_func(s_tir=True)
+    def plus_one(x: T.Buffer((8, 16), "float32"), y: T.Buffer((8, 16), "float32")):
+        never = T.alloc_buffer((64,))
+        for i, j in T.grid(8, 16):
+            with T.sblock("y"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                y[vi, vj] = x[vi, vj] + T.float32(1)
+
+    @R.function
+    def main(x: R.Tensor((8, 16), "float32")):
+        cls = Unused
+        with R.dataflow():
+            y = R.call_tir(cls.twice, (x,), out_ty=R.Tensor((8, 16), "float32"))
+            z = R.call_tir(cls.plus_one, (y,), out_ty=R.Tensor((8, 16), "float32"))
+            R.output(z)
+        return z
+
+
+def test_a_buffer_never_named_is_dropped_and_the_rest_computes_the_same():
+    lifted = scratch.LiftScratch()(Unused)
+    assert scratch.global_scratch(lifted["twice"]) == [] and len(lifted["twice"].params) == 3  # t only
+    assert scratch.global_scratch(lifted["plus_one"]) == [] and len(lifted["plus_one"].params) == 2
+    x = np.random.default_rng(4).uniform(-1, 1, (8, 16)).astype(np.float32)
+    np.testing.assert_allclose(_cpu(lifted, x), 2 * x + 1, rtol=1e-6)
+    np.testing.assert_allclose(_cpu(Unused, x), 2 * x + 1, rtol=1e-6)
 
 
 def _workspace_calls(ex) -> int:

@@ -64,16 +64,25 @@ def global_scratch(func) -> list:
     return found + [s.buffer for s in stmts if isinstance(s, tvm.tirx.AllocBuffer) and _is_global(s.buffer)]
 
 
+def _seq(stmts):
+    return stmts[0] if len(stmts) == 1 else tvm.tirx.SeqStmt(stmts)
+
+
 def lift(func):
     """(func with its top-level global scratch of static shape as trailing parameters, the
-    buffers lifted); the buffers are [] and func unchanged when there is none."""
-    lifted = [b for b in global_scratch(func) if _static(b)]
-    if not lifted:
+    buffers lifted); the buffers are [] and func unchanged when there is none. A buffer the
+    kernel never names is dropped, not lifted: a schedule's copies that this shape skips (step
+    23's ``A_pad``, ``B_pad`` and ``Bt`` where its operands need no pad or transpose) would
+    otherwise cost the model an allocation per call and their memory."""
+    scratch = [b for b in global_scratch(func) if _static(b)]
+    if not scratch:
         return func, []
-    gone = lambda b: any(b.same_as(x) for x in lifted)  # noqa: E731
+    gone = lambda b: any(b.same_as(x) for x in scratch)  # noqa: E731
     root, stmts = _top(func)
     stmts = [s for s in stmts if not (isinstance(s, tvm.tirx.AllocBuffer) and gone(s.buffer))]
-    body = stmts[0] if len(stmts) == 1 else tvm.tirx.SeqStmt(stmts)
+    body = _seq(stmts)
+    named = tvm.tirx.analysis.undefined_vars(body)  # every access names its buffer (a Var here)
+    lifted = [b for b in scratch if any(v.same_as(b) for v in named)]
     if root is not None:
         block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init,
                        [b for b in root.alloc_buffers if not gone(b)], root.match_buffers, root.annotations)
@@ -136,7 +145,7 @@ class LiftScratch:
         for func in mod.functions.values():
             if isinstance(func, relax.Function):
                 other.visit_expr(func)
-        lifted = {}
+        lifted, dropped = {}, {}
         for gv, func in mod.functions_items():
             if not isinstance(func, tvm.tirx.PrimFunc) or (self.only is not None and gv.name_hint not in self.only):
                 continue
@@ -145,9 +154,12 @@ class LiftScratch:
             new, bufs = lift(func)
             if bufs:
                 lifted[gv] = (new, [relax.TensorType([int(d) for d in b.shape], b.dtype) for b in bufs])
-        if not lifted:
+            elif not new.same_as(func):
+                dropped[gv] = new  # only unused scratch: the signature and the calls stay
+        if not lifted and not dropped:
             return mod
-        rest = tvm.IRModule({gv: f for gv, f in mod.functions_items() if gv not in lifted}, mod.attrs, mod.global_infos)
+        kept = {gv: dropped.get(gv, f) for gv, f in mod.functions_items() if gv not in lifted}
+        rest = tvm.IRModule(kept, mod.attrs, mod.global_infos)
         rewriter = _AskForScratch(rest, lifted)
         for gv, func in rest.functions_items():
             if isinstance(func, relax.Function):
