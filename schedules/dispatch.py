@@ -157,11 +157,44 @@ def log_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
     return math.sqrt(sum((math.log2(x) - math.log2(y)) ** 2 for x, y in zip(a, b)))
 
 
+# How much slower than the fastest, at the row, a step may be and still win by issuing faster
+# (_host_bound). Scaling a row's time to a smaller query assumes both fill the GPU alike, which
+# holds for kernels of about the same speed there, not for one whose tiles run out first (step 20
+# at 16 tokens: 3x step 23's time at the nearest row, a few tiles for 132 SMs at the query).
+HOST_BOUND_WINDOW = 1.25
+
+
+def _host_bound(pool, times, steps, host, cfg, scale):
+    """The index in `pool` of least ``max(time x scale, host(step, config))``, what a call takes
+    where the host issues the kernels while the GPU runs them (times in ms, at the row's shape:
+    `scale` takes them to the query's FLOPs; host in us), among the steps within
+    HOST_BOUND_WINDOW of the fastest at the row; and a note where that changed the pick. Only
+    steps whose scaled time is below the fastest one's cost are asked for their host time (each
+    answer may schedule a kernel)."""
+    t = {i: times[i] * scale * 1e3 for i in pool}
+    fastest = min(pool, key=lambda i: times[i])
+    cost = {fastest: max(t[fastest], host(steps[fastest], cfg(steps[fastest])))}
+    for i in pool:
+        if i != fastest and t[i] < cost[fastest] and times[i] <= HOST_BOUND_WINDOW * times[fastest]:
+            cost[i] = max(t[i], host(steps[i], cfg(steps[i])))
+    best = min(cost, key=lambda i: (cost[i], times[i], i))
+    if best == fastest:
+        return best, ""
+    return best, (f": step {steps[best].number} over step {steps[fastest].number}, whose kernels are "
+                  f"~{t[fastest]:.1f} us here but take the host {cost[fastest]:.1f} us to issue, "
+                  f"against {cost[best]:.1f}")
+
+
 def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | None = None,
-           doc: dict | None = None, allow=None) -> Choice:
+           doc: dict | None = None, allow=None, host=None) -> Choice:
     """``schedules.fastest`` over `steps` (the registry, passed in: this module sits below it);
     `allow(step)`, if given, leaves out the steps it refuses (a model takes only kernels that
-    build without the ladder's own lowering passes: schedules/integration/relax_dispatch.py)."""
+    build without the ladder's own lowering passes: schedules/integration/relax_dispatch.py).
+    `host(step, config)`, if given, is the microseconds the caller's host takes to issue the
+    step's kernels (a model's VM: relax_dispatch.host_time); the pick is then the least of the
+    measured time, scaled to the query's FLOPs, and that host time, whichever is longer: where
+    kernels of a few microseconds are issued one by one the host sets the pace, and a kernel
+    fewer beats a kernel faster. The portable rule takes no host time."""
     check_sizes(M, N, K)
     if precision not in PRECISIONS:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -192,7 +225,12 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
             at, times = min(rows, key=lambda r: (log_distance(r[0], shape), r[0]))
             # A rung of one kind of shape (step 24: M <= 16) only where the query is of that kind.
             fits = [i for i in runnable if times[i] is not None and by_number[measured["steps"][i]].applies_to(M, N, K)]
-            best = min(fits or [i for i in runnable if times[i] is not None], key=lambda i: times[i])
+            pool = fits or [i for i in runnable if times[i] is not None]
+            best, changed = min(pool, key=lambda i: times[i]), ""
+            if host is not None:
+                steps_at = {i: by_number[measured["steps"][i]] for i in pool}
+                best, changed = _host_bound(pool, times, steps_at, host, lambda s: config_for(s, M, N, K, precision),
+                                            M * N * K / math.prod(at))
             step = by_number[measured["steps"][best]]
             where = f"{entry['gpu']}, {measured.get('date', entry['date'])[:10]}"
             if entry is not named and named is not None:
@@ -200,10 +238,11 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
             if borrowed:
                 where += f"; {borrowed}'s rows: no {precision} measurements, the same kernels in the other 16-bit dtype"
             among = ", ".join(str(measured["steps"][i]) for i in runnable)
+            pick = "quickest to issue and run" if changed else "fastest"
             if at == shape:
-                why = f"fastest of steps {among} measured at this shape ({where})"
+                why = f"{pick} of steps {among} measured at this shape ({where}){changed}"
                 return Choice(step, config_for(step, M, N, K, precision), why, None if borrowed else times[best])
-            why = f"fastest of steps {among} at the nearest measured shape {'x'.join(map(str, at))} ({where})"
+            why = f"{pick} of steps {among} at the nearest measured shape {'x'.join(map(str, at))} ({where}){changed}"
             return Choice(step, config_for(step, M, N, K, precision), why)
     if PORTABLE[precision] not in by_number:
         raise ConfigError(f"no {precision} step is allowed at {M}x{N}x{K} on {arch}")

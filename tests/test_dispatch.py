@@ -175,3 +175,29 @@ def test_a_gpu_measured_in_one_precision_takes_the_familys_rows_in_the_others():
     # fp16 takes the named GPU's bf16 rows (the same kernels) before another GPU's
     fp16 = schedules.fastest(4096, 4096, 4096, precision="fp16", gpu="GPU Two", doc=doc)
     assert fp16.step.number == 18 and "bf16's rows" in fp16.why
+
+
+def test_a_host_time_picks_the_kernel_issued_sooner_only_where_kernels_are_short():
+    """``choose(..., host=)``: the least of max(the row's time scaled to the query's FLOPs, the
+    host's time to issue the step's kernels), among steps within HOST_BOUND_WINDOW of the fastest."""
+    doc = table([((32, 8192, 2048), (0.0076, 0.0083, 0.0225))], steps=(23, 26, 20), precision="bf16")
+    issue = {23: 6.0, 26: 3.0, 20: 3.0}  # us: step 23 launches two kernels here, 26 and 20 one
+    asked = []
+
+    def host(step, cfg):
+        asked.append(step.number)
+        return issue[step.number]
+
+    def pick(M, N, K, **kw):
+        return dispatch.choose(M, N, K, "bf16", "sm_90", schedules.STEPS, doc=doc, **kw)
+
+    assert pick(16, 3072, 1024).step.number == 23  # without a host time: the fastest at the row
+    small = pick(16, 3072, 1024, host=host)  # ~0.7 us of kernels: the host sets the pace
+    assert small.step.number == 26 and "quickest to issue and run" in small.why and "over step 23" in small.why
+    assert 20 not in asked  # 3x the fastest at the row: outside the window, never asked
+    asked.clear()
+    big = pick(32, 8192, 2048, host=host)  # 7.6 us of kernels: longer than the host's 6
+    assert big.step.number == 23 and big.why.startswith("fastest") and asked == [23]
+    # a step as quick to issue but 30% slower at the row stays out
+    doc = table([((32, 8192, 2048), (0.0076, 0.0099))], steps=(23, 26), precision="bf16")
+    assert pick(16, 3072, 1024, host=host).step.number == 23

@@ -397,3 +397,33 @@ def test_the_block_takes_the_dispatch_rows_of_the_gpu_it_runs_on():
            "environment": {"gpu": "NVIDIA H200", "date": "2026-11-29T00:00:00+00:00"},
            "rows": [_row(16, 1.0, 6.0, 3.0)]}
     assert f"the ladder's picks from the dispatch rows of {first}" in command.format_report(doc).splitlines()[0]
+
+
+@pytest.mark.parametrize("step, M, N, K, dtype, kernels", [
+    (23, 16, 3072, 1024, "bf16", 2),   # K in parts, then the sum of the parts
+    (23, 1024, 3072, 1024, "bf16", 1),  # one part: step 20's kernel
+    (26, 16, 3072, 1024, "bf16", 1),   # the parts summed in the cluster
+    (28, 1024, 1024, 1024, "fp32", 8),  # seven copy kernels and the product
+    (13, 16, 3072, 1024, "bf16", 1),
+])
+def test_launches_counts_a_scheduled_functions_kernels(step, M, N, K, dtype, kernels):
+    func = schedules.get_step(step).schedule(M, N, K, dtype=dtype).mod["main"]
+    assert relax_dispatch.launches(func) == kernels
+
+
+def test_a_16_token_block_takes_the_kernels_its_host_issues_sooner(monkeypatch):
+    # H200 rows, bf16, 16 tokens: step 23 is the fastest kernel at the nearest rows for three of
+    # the four products, in two kernels each; step 26, within 10% there, in one. A plain call is
+    # the host's pace at these sizes (results/nvidia-h200/evidence/model_launches.txt).
+    mod = block.relax_block(1024, 16, dtype="bf16")[0]
+    _, chosen = block.compile_block(mod, "ladder", "sm_90a", precision="bf16", gpu="NVIDIA H200")
+    assert sorted(chosen) == [((16, 1024, 1024), 26), ((16, 1024, 4096), 26), ((16, 3072, 1024), 26),
+                              ((16, 4096, 1024), 26)]
+    monkeypatch.setattr(relax_dispatch, "host_time", lambda *a, **k: None)
+    _, chosen = block.compile_block(mod, "ladder", "sm_90a", precision="bf16", gpu="NVIDIA H200")
+    assert sorted(step for _, step in chosen) == [23, 23, 23, 26]
+    # where the kernels are longer than their issue (512 tokens) the fastest kernels stay
+    monkeypatch.undo()
+    _, chosen = block.compile_block(block.relax_block(1024, 512, dtype="bf16")[0], "ladder", "sm_90a",
+                                    precision="bf16", gpu="NVIDIA H200")
+    assert [step for _, step in chosen] == [23, 23, 23, 23]

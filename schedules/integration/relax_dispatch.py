@@ -74,7 +74,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from .. import STEPS, ConfigError, device_passes, dispatch, get_step
 from . import ladder_rule
-from .scratch import LiftScratch
+from .scratch import LiftScratch, top_statements
 
 # What the ladder's kernels need of the PassContext (cp.async, buffers kept apart): the rule's,
 # harmless to the model's other kernels.
@@ -88,6 +88,17 @@ _ACTIVATIONS = {tvm.ir.Op.get("relax.nn.gelu"): "gelu", tvm.ir.Op.get("relax.nn.
 # The Hopper rungs whose store writes registers to global memory hand a product with an epilogue
 # to this one, which stages it in shared memory and stores it with TMA (the docstring's numbers).
 TMA_STORE_STEP = 22
+
+
+# What the host takes to issue one kernel of a model called from the VM (host_time). A plain call
+# issues every kernel from the host, one by one; where kernels take a few microseconds, the host
+# sets the pace. On an H200 (2026-11-29, the bf16 block at 16 tokens,
+# results/nvidia-h200/evidence/model_launches.txt) the VM issued 9 kernels in 62.6 us a call back
+# to back and the same products as 6 kernels (step 26 for step 23's two) in 55.0: 2.5 us a
+# launch, at the same time on the GPU (19.4 and 20.1 us); steps.model's time of one call fell from
+# 85.1 to 63.0 us. The rows (steps.bench) time kernels launched back to back, where the host runs
+# ahead: they do not see it.
+HOST_LAUNCH_US = 3.0
 
 
 # The tensors' dtype each precision takes (fp32 and tf32: fp32 inputs; fp16 and bf16 their own).
@@ -138,13 +149,53 @@ def _epilogue_tag(ep) -> str:
     return "" if ep is None else f"_{ep.tag()}"
 
 
+def launches(func) -> int:
+    """The kernels a scheduled PrimFunc launches: its top-level loop nests bound to blockIdx."""
+
+    def count(stmt) -> int:
+        if isinstance(stmt, tvm.tirx.SeqStmt):
+            return sum(count(s) for s in stmt.seq)
+        if isinstance(stmt, tvm.tirx.For):
+            bound = stmt.thread_binding is not None and str(stmt.thread_binding.thread_tag).startswith("blockIdx")
+            return 1 if bound else count(stmt.body)
+        if isinstance(stmt, tvm.s_tir.SBlockRealize):
+            return count(stmt.block.body)
+        inner = getattr(stmt, "body", None)
+        return count(inner) if isinstance(inner, tvm.tirx.Stmt) else 0
+
+    return sum(count(s) for s in top_statements(func)[1])
+
+
+def host_time(M: int, N: int, K: int, precision: str, epilogue=None):
+    """``dispatch.choose``'s host time for a matmul of a model: HOST_LAUNCH_US for each kernel the
+    step launches (step 23 in parts: two; step 28: its copies and the product), and one more where
+    the model has an `epilogue` the step's kernel cannot fuse (FuseOps makes it an elementwise
+    kernel: steps 13 and 24 in 16-bit)."""
+    dtype = precision if precision in dispatch.SIXTEEN_BIT else "fp32"
+
+    def issue(step, cfg) -> float:
+        try:
+            n = launches(step.schedule(M, N, K, cfg, dtype=dtype).mod["main"])
+        except ConfigError:
+            return math.inf
+        # A TensorIR step of an fp32 model is the dlight rule's, which fuses the epilogue itself.
+        by_rule = step.schedules_a_block and precision not in dispatch.SIXTEEN_BIT
+        if epilogue is not None and not by_rule and epilogue_step(step, cfg, M, N, K, dtype) is None:
+            n += 1
+        return HOST_LAUNCH_US * n
+
+    return issue
+
+
 def kernel(M: int, N: int, K: int, precision: str, arch: str, gpu: str | None = None, epilogue=None):
     """(the step, its scheduled PrimFunc, a name for it) for one matmul of a model, with `epilogue`
     (an Epilogue) fused into its store (``epilogue_step``'s kernel); ConfigError if no step is
-    allowed, or where the pick's kernel takes no fused epilogue."""
+    allowed, or where the pick's kernel takes no fused epilogue. The pick is the step whose kernels
+    run or are issued soonest, whichever is longer (``host_time``)."""
     hopper_ok = arch == "sm_90a"
     choice = dispatch.choose(M, N, K, precision, "sm_90" if arch == "sm_90a" else arch, STEPS, gpu,
-                             allow=lambda s: in_model(s, M, N, K, precision) and (s.arch is None or hopper_ok))
+                             allow=lambda s: in_model(s, M, N, K, precision) and (s.arch is None or hopper_ok),
+                             host=host_time(M, N, K, precision, epilogue))
     dtype = precision if precision in dispatch.SIXTEEN_BIT else "fp32"
     step, cfg = choice.step, choice.config
     if epilogue is not None:

@@ -46,7 +46,7 @@ def _static(buf) -> bool:
     return all(isinstance(d, tvm.tirx.IntImm) for d in buf.shape)
 
 
-def _top(func):
+def top_statements(func):
     """(the root block or None, the statements at the top of the function's body): where a
     schedule (the root block's alloc_buffers) and a kernel written out (``T.alloc_buffer`` at the
     top of its body, an AllocBuffer statement) put what they allocate."""
@@ -59,7 +59,7 @@ def _top(func):
 def global_scratch(func) -> list:
     """The global-scope buffers allocated at the top of `func` (what lowering would take from the
     workspace pool): the root block's, then those of AllocBuffer statements at the top."""
-    root, stmts = _top(func)
+    root, stmts = top_statements(func)
     found = [b for b in root.alloc_buffers if _is_global(b)] if root is not None else []
     return found + [s.buffer for s in stmts if isinstance(s, tvm.tirx.AllocBuffer) and _is_global(s.buffer)]
 
@@ -78,7 +78,7 @@ def lift(func):
     if not scratch:
         return func, []
     gone = lambda b: any(b.same_as(x) for x in scratch)  # noqa: E731
-    root, stmts = _top(func)
+    root, stmts = top_statements(func)
     stmts = [s for s in stmts if not (isinstance(s, tvm.tirx.AllocBuffer) and gone(s.buffer))]
     body = _seq(stmts)
     named = tvm.tirx.analysis.undefined_vars(body)  # every access names its buffer (a Var here)
@@ -167,4 +167,4 @@ class LiftScratch:
         return rewriter.builder_.get()
 
 
-__all__ = ["LiftScratch", "global_scratch", "lift"]
+__all__ = ["LiftScratch", "global_scratch", "lift", "top_statements"]
