@@ -57,6 +57,13 @@ another dtype, a 16-bit product asked for in float32, a shape with no allowed st
 was, for dlight. In 16-bit every pick is placed here, the mma.sync step 13 too: the dlight rule
 is fp32's.
 
+A model's pick also weighs what the kernels cost the host: a plain call issues them from the VM one
+by one, and at a few tokens they run for less time than that takes. ``kernel`` gives
+``dispatch.choose`` the host's time to issue each candidate (``host_time``: HOST_LAUNCH_US a
+kernel, and one more for an epilogue the kernel cannot fuse), and the pick is the least of the
+measured time and that, whichever is longer (a bf16 block at 16 tokens: step 26's one kernel for
+step 23's two, 85 -> 63 us a call on an H200; docs/models.md).
+
 A kernel's scratch in global memory (the split copies of steps 19, 25 and 28, split-K partial
 sums) becomes an extra output of its ``call_tir`` (``scratch.LiftScratch``), which Relax plans
 and a CUDA graph keeps: ``DispatchMatmuls`` does that for its kernels, ``pipeline()`` once more
