@@ -24,7 +24,8 @@ the function asks for the extra outputs and keeps the first:
 so the scratch is Relax's to plan, as any tensor whose life ends at the call (its storage reused
 by later tensors); in a CUDA graph it is part of the graph's cached allocation, one address for
 the life of the VM. Only buffers allocated at the top of a function (the root block's, or
-``T.alloc_buffer`` statements at the top of a written-out kernel) with a static shape are lifted;
+``T.alloc_buffer`` statements at the top of a written-out kernel) with a static shape are lifted,
+and only those the kernel names (the rest are dropped);
 tests/test_scratch.py checks that a built model's host code takes nothing from the pool.
 """
 
@@ -70,7 +71,7 @@ def _seq(stmts):
 
 def lift(func):
     """(func with its top-level global scratch of static shape as trailing parameters, the
-    buffers lifted); the buffers are [] and func unchanged when there is none. A buffer the
+    buffers lifted); the buffers are [] and func unchanged where it allocates none. A buffer the
     kernel never names is dropped, not lifted: a schedule's copies that this shape skips (step
     23's ``A_pad``, ``B_pad`` and ``Bt`` where its operands need no pad or transpose) would
     otherwise cost the model an allocation per call and their memory."""
