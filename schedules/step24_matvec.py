@@ -84,8 +84,14 @@ ROWS = 16  # the rung's M: a larger M is done 16 rows at a time (correct, and B 
 
 
 def applies(M: int, N: int, K: int) -> bool:
-    """The shapes this rung is for (Step.applies_to): M <= 16. It builds, and is right, for any M."""
-    return M <= ROWS
+    """The shapes this rung is for (Step.applies_to): M <= 16 or N <= 16. It builds, and is right,
+    for any shape."""
+    return M <= ROWS or N <= ROWS
+
+
+def streams_a(M: int, N: int) -> bool:
+    """Whether the kernel is the mirror (``kernel_rows_of_a``): N <= 16 < M, A the matrix streamed."""
+    return N <= ROWS < M
 
 
 def vector_of(N: int, dtype: str) -> int:
@@ -95,11 +101,13 @@ def vector_of(N: int, dtype: str) -> int:
 
 
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
-    """Up to M = 4: 1024 threads a block over 32 columns (8 lanes of 4 fp32, or 4 of 8 fp16 /
+    """The mirror (N <= 16 < M): ``mirror_config``. Up to M = 4: 1024 threads a block over 32 columns (8 lanes of 4 fp32, or 4 of 8 fp16 /
     bf16), 4 rows in flight a thread; fewer lanes where N would give fewer than 128 blocks (at
     least 2: a 32-byte sector a row). From M = 5: 8 lanes x 32 k lanes, 4 rows (the partial sums
     in shared memory grow with M). The 1024-thread configs were the fastest on the H100 at
     1 x 4096 x 4096 (7% in fp32, 25% in bf16 over 256 threads), the others on an H200 (the docstring)."""
+    if streams_a(M, N):
+        return mirror_config(M, N, K, dtype)
     if M > 4:
         return MatvecConfig(lanes_n=8, lanes_k=32, unroll=4)
     lanes = 8 if dtype == "fp32" else 4
@@ -108,11 +116,33 @@ def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
     return MatvecConfig(lanes_n=lanes, lanes_k=1024 // lanes, unroll=4)
 
 
+def mirror_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
+    """The mirror's default: a warp's 32 lanes along a row of A (fewer where K has fewer 16-byte
+    vectors), 32 rows a block, halved while the blocks would be fewer than MIN_BLOCKS; where that
+    leaves threads spare (few rows, long K) more lanes a row, while each keeps 16 vectors at least."""
+    vec = vector_of(K, dtype)
+    lanes = WARP_SIZE
+    while lanes > 4 and lanes * vec > K:
+        lanes //= 2
+    rows = 32
+    while rows > 1 and -(-M // rows) < MIN_BLOCKS:
+        rows //= 2
+    while rows * lanes * 2 <= 1024 and K // (lanes * 2 * vec) >= 16:
+        lanes *= 2
+    while rows * lanes % WARP_SIZE:  # whole warps: few lanes (short K) take more rows
+        rows *= 2
+    return MatvecConfig(lanes_n=rows, lanes_k=lanes, unroll=4)
+
+
 def shared_bytes(M: int, N: int, cfg: MatvecConfig, dtype: str) -> int:
+    if streams_a(M, N):  # the mirror: each row's warps' N sums, where a row spans warps
+        return cfg.lanes_n * max(1, cfg.lanes_k // WARP_SIZE) * N * 4
     return cfg.threads // WARP_SIZE * min(M, ROWS) * cfg.lanes_n * vector_of(N, dtype) * 4
 
 
 def kernel(M: int, N: int, K: int, cfg: MatvecConfig, dtype: str = "fp32"):
+    if streams_a(M, N):
+        return kernel_rows_of_a(M, N, K, cfg, dtype)
     dt = TVM_DTYPES[dtype]
     MB = min(M, ROWS)  # rows of A a block takes: all of them up to 16; larger M re-reads B per 16 rows
     vec = vector_of(N, dtype)
@@ -154,7 +184,9 @@ def kernel(M: int, N: int, K: int, cfg: MatvecConfig, dtype: str = "fp32"):
                             for r in T.unroll(u):
                                 for m in T.unroll(MB):
                                     for v in T.unroll(vec):
-                                        acc[m * vec + v] = acc[m * vec + v] + T.Cast("float32", A[T.min(by * MB + m, M - 1), T.min(tid // ln * per + kt * u + r, K - 1)]) * T.Cast("float32", b[r * vec + v])
+                                        acc[m * vec + v] = acc[m * vec + v] + T.Cast("float32", T.if_then_else(
+                                            tid // ln * per + kt * u + r < K, A[T.min(by * MB + m, M - 1), T.min(tid // ln * per + kt * u + r, K - 1)],
+                                            T.Cast(dt, T.float32(0)))) * T.Cast("float32", b[r * vec + v])
                         # The warp's k lanes of each column added together (lanes tid % ln alike).
                         for i in T.unroll(MB * vec):
                             for s in T.unroll(shuffles):
@@ -173,9 +205,88 @@ def kernel(M: int, N: int, K: int, cfg: MatvecConfig, dtype: str = "fp32"):
     return main
 
 
-def _sum_warps(part, warps: int, M: int, cols: int, i):
-    """The sum over the warps of partial sum i (row i // cols, column i % cols), in warp order."""
+def kernel_rows_of_a(M: int, N: int, K: int, cfg: MatvecConfig, dtype: str = "fp32"):
+    """The mirror, N <= 16 < M (C^T = B^T A^T: the matrix streamed is A): lanes_n rows of A a
+    block, lanes_k threads side by side along each row, a thread's 16-byte vectors of the row
+    interleaved with its neighbours' (a warp's loads of a row are consecutive: coalesced),
+    `unroll` of them issued together a turn; each thread keeps N fp32 sums, multiplies each
+    element of A by B's N values at its k (B is K x N: small, read through L1), and the row's lanes
+    are added by xor shuffles (and through shared memory where a row spans warps)."""
+    dt = TVM_DTYPES[dtype]
+    vec = vector_of(K, dtype)  # along K now: a row of A is what is streamed
+    rows, lk, u = cfg.lanes_n, cfg.lanes_k, cfg.unroll
+    threads, span = cfg.threads, min(cfg.lanes_k, WARP_SIZE)  # span: a row's lanes in one warp
+    spread = max(1, lk // WARP_SIZE)  # warps a row's lanes span
+    blocks, turns = -(-M // rows), -(-K // (lk * vec * u))
+    shuffles = span.bit_length() - 1  # xor distances 1, 2, ... span / 2
+    if threads % lk or (lk > WARP_SIZE and lk % WARP_SIZE):
+        raise ConfigError(f"step 24's rows of A need lanes_k to be a power of two, got {lk}")
+
+    def k_of(t, j, tid, v):  # the k of element v of thread tid's vector j in turn t
+        return ((t * u + j) * lk + tid % lk) * vec + v
+
+    def rounded(value):
+        return value if dt == "float32" else T.Cast(dt, value)
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((M, K), dt), B: T.Buffer((K, N), dt), C: T.Buffer((M, N), dt)):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for bx in T.thread_binding(blocks, thread="blockIdx.x"):
+            for tid in T.thread_binding(threads, thread="threadIdx.x"):
+                with T.sblock("C"):
+                    T.reads(A[0:M, 0:K], B[0:K, 0:N])
+                    T.writes(C[0:M, 0:N])
+                    acc = T.sblock_alloc_buffer((N,), "float32", scope="local")
+                    a = T.sblock_alloc_buffer((u * vec,), dt, scope="local")
+                    b = T.sblock_alloc_buffer((u * vec,), dt, scope="local")  # B's vector where N = 1
+                    part = T.sblock_alloc_buffer((rows * spread * N,), "float32", scope="shared")
+                    for n in T.unroll(N):
+                        acc[n] = T.float32(0)
+                    for t in T.serial(turns):
+                        # A turn's `unroll` vectors of the row first, all in flight together; then the math.
+                        for j in T.unroll(u):
+                            if k_of(t, j, tid, 0) < K and bx * rows + tid // lk < M:
+                                for v in T.vectorized(vec):
+                                    a[j * vec + v] = A[bx * rows + tid // lk, k_of(t, j, tid, v)]
+                                if N == 1:  # B is a vector: its 16 bytes at the same k
+                                    for v in T.vectorized(vec):
+                                        b[j * vec + v] = B[k_of(t, j, tid, v), 0]
+                            else:
+                                for v in T.vectorized(vec):
+                                    a[j * vec + v] = T.Cast(dt, T.float32(0))
+                                if N == 1:
+                                    for v in T.vectorized(vec):
+                                        b[j * vec + v] = T.Cast(dt, T.float32(0))
+                        for j in T.unroll(u):
+                            for v in T.unroll(vec):
+                                for n in T.unroll(N):
+                                    # B's value 0 past K, never read there: 0 x inf would be NaN.
+                                    acc[n] = acc[n] + T.Cast("float32", a[j * vec + v]) * T.Cast("float32", b[j * vec + v] if N == 1 else T.if_then_else(
+                                        k_of(t, j, tid, v) < K, B[T.min(k_of(t, j, tid, v), K - 1), n], T.Cast(dt, T.float32(0))))
+                    # The row's lanes in this warp added together (lanes tid % lk, adjacent).
+                    for n in T.unroll(N):
+                        for s in T.unroll(shuffles):
+                            acc[n] = acc[n] + T.tvm_warp_shuffle_xor(T.uint32(0xFFFFFFFF), acc[n], T.shift_left(1, s), WARP_SIZE, WARP_SIZE)
+                    if spread == 1:
+                        if tid % lk == 0 and bx * rows + tid // lk < M:
+                            for n in T.unroll(N):
+                                C[bx * rows + tid // lk, n] = rounded(acc[n])
+                    else:
+                        if tid % WARP_SIZE == 0:
+                            for n in T.unroll(N):
+                                part[(tid // lk * spread + tid % lk // WARP_SIZE) * N + n] = acc[n]
+                        T.tvm_storage_sync("shared")
+                        if tid < rows * N and bx * rows + tid // N < M:
+                            C[bx * rows + tid // N, tid % N] = rounded(_sum_warps(part, spread, 1, N, tid // N * spread * N + tid % N, stride=N))
+
+    return main
+
+
+def _sum_warps(part, warps: int, M: int, cols: int, i, stride: int | None = None):
+    """The sum over the warps of partial sum i (row i // cols, column i % cols), in warp order;
+    the warps' sums `stride` apart (M x cols where not given)."""
+    step = M * cols if stride is None else stride
     total = part[i]
     for w in range(1, warps):
-        total = total + part[w * M * cols + i]
+        total = total + part[w * step + i]
     return total
