@@ -124,14 +124,14 @@ def mirror_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
     lanes = WARP_SIZE
     while lanes > 4 and lanes * vec > K:
         lanes //= 2
-    rows = 32
+    rows = 32 if N <= 4 else 8  # past N = 4 a thread's B values take registers: fewer threads a block
     while rows > 1 and -(-M // rows) < MIN_BLOCKS:
         rows //= 2
     while rows * lanes * 2 <= 1024 and K // (lanes * 2 * vec) >= 16:
         lanes *= 2
     while rows * lanes % WARP_SIZE:  # whole warps: few lanes (short K) take more rows
         rows *= 2
-    return MatvecConfig(lanes_n=rows, lanes_k=lanes, unroll=4)
+    return MatvecConfig(lanes_n=rows, lanes_k=lanes, unroll=4 if N <= 4 else 2)
 
 
 def shared_bytes(M: int, N: int, cfg: MatvecConfig, dtype: str) -> int:
@@ -238,7 +238,8 @@ def kernel_rows_of_a(M: int, N: int, K: int, cfg: MatvecConfig, dtype: str = "fp
                     T.writes(C[0:M, 0:N])
                     acc = T.sblock_alloc_buffer((N,), "float32", scope="local")
                     a = T.sblock_alloc_buffer((u * vec,), dt, scope="local")
-                    b = T.sblock_alloc_buffer((u * vec,), dt, scope="local")  # B's vector where N = 1
+                    b = T.sblock_alloc_buffer((u * vec * N,), dt, scope="local")  # B's vec rows at each vector's k
+                    Bf = T.decl_buffer((K * N,), dt, data=B.data)  # B flat: a vector's vec rows are vec x N in a run
                     part = T.sblock_alloc_buffer((rows * spread * N,), "float32", scope="shared")
                     for n in T.unroll(N):
                         acc[n] = T.float32(0)
@@ -248,21 +249,20 @@ def kernel_rows_of_a(M: int, N: int, K: int, cfg: MatvecConfig, dtype: str = "fp
                             if k_of(t, j, tid, 0) < K and bx * rows + tid // lk < M:
                                 for v in T.vectorized(vec):
                                     a[j * vec + v] = A[bx * rows + tid // lk, k_of(t, j, tid, v)]
-                                if N == 1:  # B is a vector: its 16 bytes at the same k
+                                # B's rows k .. k + vec - 1: vec x N values in a run, N loads of 16 bytes
+                                for w in T.unroll(N):
                                     for v in T.vectorized(vec):
-                                        b[j * vec + v] = B[k_of(t, j, tid, v), 0]
-                            else:
+                                        b[(j * N + w) * vec + v] = Bf[k_of(t, j, tid, 0) * N + w * vec + v]
+                            else:  # past K (or M): zeros, and B never read there (0 x inf would be NaN)
                                 for v in T.vectorized(vec):
                                     a[j * vec + v] = T.Cast(dt, T.float32(0))
-                                if N == 1:
+                                for w in T.unroll(N):
                                     for v in T.vectorized(vec):
-                                        b[j * vec + v] = T.Cast(dt, T.float32(0))
+                                        b[(j * N + w) * vec + v] = T.Cast(dt, T.float32(0))
                         for j in T.unroll(u):
                             for v in T.unroll(vec):
                                 for n in T.unroll(N):
-                                    # B's value 0 past K, never read there: 0 x inf would be NaN.
-                                    acc[n] = acc[n] + T.Cast("float32", a[j * vec + v]) * T.Cast("float32", b[j * vec + v] if N == 1 else T.if_then_else(
-                                        k_of(t, j, tid, v) < K, B[T.min(k_of(t, j, tid, v), K - 1), n], T.Cast(dt, T.float32(0))))
+                                    acc[n] = acc[n] + T.Cast("float32", a[j * vec + v]) * T.Cast("float32", b[j * N * vec + v * N + n])
                     # The row's lanes in this warp added together (lanes tid % lk, adjacent).
                     for n in T.unroll(N):
                         for s in T.unroll(shuffles):
