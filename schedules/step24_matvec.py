@@ -63,7 +63,7 @@ from tvm.script import tirx as T
 from .config import DTYPES as TVM_DTYPES, ConfigError, MatvecConfig, WARP_SIZE
 
 NUMBER = 24
-NAME = "matrix-vector (M <= 16)"
+NAME = "matrix-vector (M <= 16 or N <= 2)"
 IDEA = "each thread streams a 16-byte vector of B's columns down its range of K; sums added by shuffles and shared memory"
 PRECISION = "fp32"  # fp32 sums of exact products: SGEMM's accuracy (16-bit inputs: the dtype's own)
 DTYPES = ("fp32", "fp16", "bf16")
@@ -81,12 +81,13 @@ EXPECTED_REGRESSION_BF16 = EXPECTED_REGRESSION_FP16 = EXPECTED_REGRESSION
 SHARED_LIMIT = 48 * 1024
 MIN_BLOCKS = 128  # blocks the default keeps where N allows: one an SM, less 4 of the H100's 132
 ROWS = 16  # the rung's M: a larger M is done 16 rows at a time (correct, and B read once per 16 rows)
+MIRROR_N = 2  # the mirror is faster than every other rung and cuBLAS up to this N (H200): applies
 
 
 def applies(M: int, N: int, K: int) -> bool:
-    """The shapes this rung is for (Step.applies_to): M <= 16 or N <= 16. It builds, and is right,
-    for any shape."""
-    return M <= ROWS or N <= ROWS
+    """The shapes this rung is for (Step.applies_to): M <= 16, or N <= MIRROR_N (the mirror's
+    measured ground: docstring). It builds, and is right, for any shape."""
+    return M <= ROWS or N <= MIRROR_N
 
 
 def streams_a(M: int, N: int) -> bool:
