@@ -102,7 +102,7 @@ class Step:
 
     def applies_to(self, M: int, N: int, K: int) -> bool:
         """Whether the step is meant for this shape: every step builds for any shape, but a rung of
-        one kind of shape (step 24, M <= 16) says so with its module's ``applies``; the shape
+        one kind of shape (step 24, M <= 16 or N <= 2) says so with its module's ``applies``; the shape
         benchmark times it only there and the dispatch rule picks it only there."""
         applies = getattr(self.module, "applies", None)
         return applies is None or applies(M, N, K)

@@ -959,7 +959,9 @@ class WgmmaStreamKConfig(WgmmaTmaStoreConfig):
 class MatvecConfig:
     """Step 24 (M <= 16; larger M 16 rows at a time): a block of lanes_n x lanes_k threads; each thread streams a 16-byte
     vector of B's columns down its own range of K (`unroll` rows a turn, their loads in flight
-    together), the block's lanes_k partial sums added through shared memory."""
+    together), the block's lanes_k partial sums added through shared memory. Its mirror (N <= 16 < M,
+    rows of A streamed): lanes_n rows of A a block, lanes_k threads side by side along each row
+    (a power of two), `unroll` 16-byte vectors of the row in flight a thread."""
 
     lanes_n: int = 8
     lanes_k: int = 32

@@ -23,7 +23,7 @@ kernel time. ``fastest`` reads that table only (no GPU, no clock, no file but th
    portable rule: step 11 for fp32 (CUDA cores run everywhere, and split-K and its shape rule
    cover every shape), step 13 for tf32, fp16 and bf16 (mma.sync, sm_80 and up).
 
-A rung meant for one kind of shape (step 24, the matrix-vector kernel: M <= 16;
+A rung meant for one kind of shape (step 24, the matrix-vector kernel: M <= 16 or N <= 2;
 ``Step.applies_to``) is picked only for a query of that kind, whatever the nearest row says.
 
 The precisions: "fp32" (fp32 inputs, SGEMM's accuracy: steps 1-11, 14, 19, 24, 25, 28), "tf32" (fp32 inputs
@@ -223,7 +223,7 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
         rows = [(tuple(r[:3]), r[3]) for r in measured["shapes"] if any(r[3][i] is not None for i in runnable)]
         if runnable and rows:
             at, times = min(rows, key=lambda r: (log_distance(r[0], shape), r[0]))
-            # A rung of one kind of shape (step 24: M <= 16) only where the query is of that kind.
+            # A rung of one kind of shape (step 24: M <= 16 or N <= 2) only where the query is of that kind.
             fits = [i for i in runnable if times[i] is not None and by_number[measured["steps"][i]].applies_to(M, N, K)]
             pool = fits or [i for i in runnable if times[i] is not None]
             best, changed = min(pool, key=lambda i: times[i]), ""

@@ -1,4 +1,5 @@
-"""Step 24 — the matrix-vector rung: M <= 16 rows streamed through B once, at the memory's speed.
+"""Step 24 — the matrix-vector rung: M <= 16 rows streamed through B once (or, mirrored, N <= 2
+columns of B through A once), at the memory's speed.
 
 Idea: at M = 1 (every decode step of a language model) C = A @ B reads B's K x N once and does
 two flops per element read: no tile of any earlier rung is anything but padding, and the time
@@ -52,6 +53,55 @@ steps.bench --save, fp32, the same day): 1 x 4096 x 4096 0.97x, 1 x 8192 x 1024 
 correct; the special values: every class within the fp32 contract (errors 1e-7 to 4e-7, below
 SGEMM's: each thread sums K / 128 products). Issue 49's bar for fp32 (>= 1.0x cuBLAS at 1 x 4096
 x 4096) is not met: 0.97x, within the 3% that separates the best configs measured.
+
+The mirror (issue 49's "or N <= 16"; ``kernel_rows_of_a``, built wherever N <= 16 < M). At
+N = 1 (y = A x, and a model's decode step where its weights are stored transposed) the matrix
+streamed is A, whose rows run along K, so the row kernel's mapping (a thread owns a vector of
+B's columns) would read A with a stride of K. Turn it over: lanes_k threads side by side along a
+row of A, each a 16-byte vector at a time, the neighbours' vectors next to each other (a warp's
+load of a row is 512 bytes in a run), `unroll` vectors in flight a thread; lanes_n rows a block;
+each thread keeps N fp32 sums and reads B's vec x N values at its vector's k (vec rows of B are
+one run of vec x N values: N 16-byte loads); the row's lanes are added by xor shuffles, through
+shared memory where a row spans warps. Past K (or M) the thread reads neither A nor B (zeros):
+0 x inf would be NaN (the row kernel now reads A's value as 0 past K for the same reason: a
+thread's range of K passes K where K is not a multiple of lanes_k x unroll, e.g. 3 x 1001 x 777).
+Its default (``mirror_config``): 32 lanes a row, 32 rows a block, halved while the blocks would
+be fewer than 128; spare threads (few rows, long K) go to more lanes a row.
+
+Prediction (before the device run): N = 1 is step 24's own problem with A for B, bound by A's
+bytes: 4096 x 1 x 4096 bf16 (32 MB) ~7-8 us at the H200's ~4.2 TB/s copy rate, against cuBLAS's
+~10 and step 23's 17 (the committed pick, 0.59x cuBLAS): 1.3x cuBLAS; fp32 ~ step 11 (its
+K-split rows already stream A). Larger N multiplies the FMAs and B's reads from L1 by N.
+
+Measured (H200, driver 580.159.04, TVM 0.27.0.post1, 2026-11-29, kernel time, one process per
+call; results/nvidia-h200/evidence/matvec_mirror.txt, git show d1feff7:probe/matvec_n.py and
+git show e747052:probe/matvec_n2.py): correct in fp32, bf16 and fp16 at 2048 x 1 x 2048, 1000 x
+3 x 777, 17 x 16 x 3001, 64 x 1 x 65536, 12345 x 1 x 777 and 513 x 7 x 1025, and +-inf in A's
+last column gives +-inf, never NaN, where ranges pass K (both kernels; tests/test_gpu_matvec.py:
+35 passed). A device-to-device copy ran 4.18 TB/s (read + written) in the same call.
+- N = 1, bf16: 4096 x 1 x 4096 6.88 us (cuBLAS 9.75-9.92, 1.43x; step 23 18.27), 8192 x 1 x 1024
+  4.85 (cuBLAS 5.29-5.39, 1.10x), 2048 x 1 x 2048 3.56 (4.94, 1.39x), 12345 x 1 x 777 6.64 (8.12,
+  1.22x); 16384 x 1 x 4096 (128 MB, more than L2 holds) 34.0 against 33.3 (0.98x), A read at
+  3.95 TB/s, 94% of the copy's rate. Below 128 MB the rate passes the copy's (4.9 TB/s at 4096 x
+  1 x 4096): A stays in the 50 MB L2 between back-to-back calls, for cuBLAS too. fp16 the same
+  (4096 x 1 x 4096 6.76 against 9.15-9.19).
+- N = 1, fp32: as predicted, about step 11's time (4096 x 1 x 4096 18.57 against 18.50, cuBLAS
+  22.3; 8192 x 1 x 1024 7.10 against 6.38), 1.19x cuBLAS at 12345 x 1 x 777 with 8 rows x 64
+  lanes (7.95 us; step 11 10.93). The H200's fp32 rows were not re-measured: step 11 stays their pick.
+- N = 2: bf16 4096 x 2 x 4096 8.38 us against cuBLAS's 17.04 (2.03x) and step 23's 17.82; fp32
+  20.5 against step 11's 32.5 and cuBLAS's 39.6. N = 4: 20.8 against step 23's 18.2 (bf16) and
+  39.5 against step 11's 29.6 (fp32); N = 8 and 16 4-10x slower than those (139 us at 16 bf16).
+  The configs tried (rows 4-32, lanes 32-64, unroll 1-4) moved none of it by more than 5%: a
+  thread's N loads of B at a stride of 16 N bytes from its neighbour's touch 32 lines a warp
+  instruction from N = 8, so B's reads from L1, not A's from DRAM, set the time. So the rung
+  applies (``applies``: what the benchmark times and the dispatch rule picks from) to N <= 2
+  (MIRROR_N); from N = 4 split-K on tensor cores (step 23) or CUDA cores (step 11) stays the
+  pick. B's values staged in shared memory, transposed (a thread's 16-byte reads then
+  consecutive across lanes), is what larger N would need.
+- The H200's 16-bit dispatch rows with it (python -m steps.bench --dtype bf16 --steps
+  13,18,20,23,24,26,27 --fastest --save, and fp16; results/nvidia-h200/{bf16,fp16}/shapes.*):
+  the pick at 4096 x 1 x 4096 1.46x cuBLAS bf16 and 1.34x fp16 (was step 23: 0.59x), 8192 x 1 x
+  1024 1.10x / 1.09x (0.47x); 1 x 4096 x 4096 (the row kernel) 1.52x / 1.43x.
 
 Run: python -m steps.step24
 """

@@ -1,6 +1,7 @@
 """Step 24 (issue 49) without a GPU: the matrix-vector rung. Its config and one-line errors, what
 its CUDA holds (16-byte loads of B, the rows in flight, the shuffles, one rounding of C), the
-guards for shapes no vector divides, M above 16 in chunks, no spills. Correctness on the GPU is
+guards for shapes no vector divides, M above 16 in chunks, no spills; its mirror for N <= 2 < M
+(rows of A streamed along K) the same, and neither reading an operand past K. Correctness on the GPU is
 tests/test_gpu_shapes.py's and tests/test_gpu_sixteen_bit_shapes.py's (every step, odd shapes)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 
 import schedules
 from schedules.config import ConfigError, MatvecConfig
-from schedules.step24_matvec import shared_bytes, vector_of
+from schedules.step24_matvec import MIRROR_N, mirror_config, shared_bytes, streams_a, vector_of
 from steps.commands import bench, cli
 from steps.measure import nvcc
 
@@ -136,5 +137,71 @@ def test_a_rung_for_m_up_to_16_is_timed_and_picked_only_there(tmp_path, monkeypa
     configs = {(s.number, i.shape): s.default_config(*i.shape) for s in (schedules.get_step(11), STEP24) for i in items}
     jobs, notes = bench_cmd.jobs_for(impls, items, configs, "sm_90", args, None)
     assert sorted((j[1], j[2]) for j in jobs) == [(11, (1, 4096, 4096)), (11, (64, 64, 64 * 1024)), (24, (1, 4096, 4096))]
-    assert notes == ["step 24 (matrix-vector (M <= 16)): no row at 1 shape (64x64x65536): "
+    assert notes == ["step 24 (matrix-vector (M <= 16 or N <= 2)): no row at 1 shape (64x64x65536): "
                      "not a shape it is for (its module's applies)"]
+
+
+# --- the mirror: N <= 16 < M, rows of A streamed ------------------------------------------------
+
+
+def test_the_mirror_applies_where_it_was_measured_fastest():
+    assert MIRROR_N == 2
+    assert STEP24.applies_to(4096, 1, 4096) and STEP24.applies_to(8192, 2, 1024) and STEP24.applies_to(1, 1, 1)
+    assert not STEP24.applies_to(4096, 4, 4096) and not STEP24.applies_to(4096, 16, 4096)
+    # Built wherever N <= 16 < M (any shape builds); the row kernel keeps M <= 16, N small included.
+    assert streams_a(4096, 16) and streams_a(17, 1) and not streams_a(16, 1) and not streams_a(4096, 17)
+
+
+@pytest.mark.parametrize("M, N, K, dtype, cfg", [
+    (4096, 1, 4096, "bf16", (32, 32, 4)),    # 128 blocks of 32 rows, a warp a row
+    (8192, 2, 1024, "fp32", (32, 32, 4)),    # 256 blocks
+    (2048, 1, 2048, "bf16", (16, 32, 4)),    # rows halved: 128 blocks
+    (64, 1, 65536, "fp32", (1, 1024, 4)),    # one row a block, its spare threads along K (16 vectors a lane)
+    (12345, 1, 777, "fp16", (32, 32, 4)),    # no 16-byte vector divides 777: scalars
+    (1000, 3, 40, "fp32", (4, 8, 4)),        # 10 vectors of K: 8 lanes a row, 4 rows (250 blocks)
+    (1000, 3, 16, "fp32", (8, 4, 4)),        # 4 vectors: 4 lanes a row, 8 rows to make a whole warp
+    (4096, 16, 4096, "bf16", (8, 32, 2)),    # past N = 4: 8 rows, 2 vectors in flight (B's values in registers)
+])
+def test_mirror_default_config(M, N, K, dtype, cfg):
+    got = STEP24.default_config(M, N, K, dtype)
+    assert (got.lanes_n, got.lanes_k, got.unroll) == cfg and got == mirror_config(M, N, K, dtype)
+    assert got.threads % 32 == 0 and got.threads <= 1024
+
+
+@pytest.mark.parametrize("dtype, load, width", [("fp32", "float4", 4), ("bf16", "uint4", 8)])
+def test_mirror_streams_rows_of_a_in_16_byte_vectors_side_by_side(dtype, load, width):
+    src = kernel_body(source(4096, 1, 4096, dtype))
+    a_loads = re.findall(rf"\*\({load}\*\)\(a_ptr \+ (\d+)\) = \*\({load}\*\)\(A_ptr \+ (.*)\);", src)
+    assert [int(i) for i, _ in a_loads] == [0, width, 2 * width, 3 * width]  # unroll 4, all before the FMAs
+    # Lane l's vector at l x width along the row: a warp's 32 loads are one run of 512 bytes.
+    assert all(f"(((int)threadIdx.x) & 31) * {width})" in addr for _, addr in a_loads)
+    assert src.index(a_loads[-1][1]) < src.index("acc_ptr[0] = (acc_ptr[0] +")
+    assert len(re.findall(rf"\*\({load}\*\)\(b_ptr \+ \d+\) = \*\({load}\*\)\(B_ptr", src)) == 4  # B: x's matching vectors
+    # The row's 32 lanes added by 5 xor shuffles (1, 2, 4, 8, 16), written once by lane 0.
+    assert [int(d) for d in re.findall(r"__shfl_xor_sync\(\(uint\)4294967295, acc_ptr\[0\], (\d+), 32\)", src)] == [1, 2, 4, 8, 16]
+    assert "% 32) == 0)" in src and "blockIdx.y" not in src and "mma" not in src
+
+
+def test_mirror_reads_b_as_runs_of_n_values_and_adds_warps_through_shared_memory():
+    src = kernel_body(source(8192, 2, 1024, "bf16"))
+    assert len(re.findall(r"\*\(uint4\*\)\(b_ptr \+ \d+\) = \*\(uint4\*\)\(B_ptr", src)) == 2 * 4  # N loads a vector
+    long_k = kernel_body(source(64, 1, 65536))  # 1024 lanes a row: 32 warps' sums through shared memory
+    assert "__syncthreads()" in long_k and "part_ptr[31]" in long_k
+
+
+def test_neither_kernel_reads_an_operand_past_k():
+    """Where a thread's range of K passes K, A's (or B's) value there is a zero, not a read: 0 x inf is NaN."""
+    rows = kernel_body(source(3, 1001, 777))  # the row kernel: 4 x 256 threads, 4 rows each, K = 777
+    assert re.search(r"if \(\(\(int\)threadIdx\.x\) < 780\) \{\s+condval\w* = A_ptr", rows)
+    assert "condval" not in kernel_body(source(1, 4096, 4096))  # aligned: the guard is proved away
+    mirror = kernel_body(source(1000, 3, 777, "fp16"))
+    assert re.search(r"if \(\(\(t \* 128\) \+ \(\(\(int\)threadIdx\.x\) & 31\)\) < 777\) \{\s+a_ptr\[0\] = A_ptr", mirror)
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc not installed")
+@pytest.mark.parametrize("M, N, K, dtype", [(4096, 1, 4096, "bf16"), (8192, 2, 1024, "fp32"), (4096, 16, 4096, "bf16"),
+                                            (4096, 16, 4096, "fp32"), (64, 1, 65536, "fp32"), (17, 16, 3001, "fp16")])
+def test_mirror_ptxas_no_spills(M, N, K, dtype):
+    report = nvcc.compile_report(source(M, N, K, dtype), "sm_90")
+    assert report.ok, report.log[-2000:]
+    assert report.spills == 0 and report.stack_bytes == 0, report.log[-2000:]

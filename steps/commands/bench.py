@@ -407,7 +407,7 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
             if impl.dispatch:  # timed in the second phase (fastest_jobs), once the table is known
                 continue
             if impl.step is not None:
-                if not impl.step.applies_to(*item.shape):  # a rung of one kind of shape (step 24: M <= 16)
+                if not impl.step.applies_to(*item.shape):  # a rung of one kind of shape (step 24: M <= 16 or N <= 2)
                     missing.setdefault((impl.label, "not a shape it is for (its module's applies)"), []).append(
                         shapeset.shape_text(item.shape))
                     continue
