@@ -91,7 +91,7 @@ last column gives +-inf, never NaN, where ranges pass K (both kernels; tests/tes
 - N = 2: bf16 4096 x 2 x 4096 8.38 us against cuBLAS's 17.04 (2.03x) and step 23's 17.82; fp32
   20.5 against step 11's 32.5 and cuBLAS's 39.6. N = 4: 20.8 against step 23's 18.2 (bf16) and
   39.5 against step 11's 29.6 (fp32); N = 8 and 16 4-10x slower than those (139 us at 16 bf16).
-  The configs tried (rows 4-32, lanes 32-64, unroll 1-4) moved none of it by more than 5%: a
+  The configs tried (rows 4-32, lanes 32-64, unroll 1-4) moved none of it by more than 7%: a
   thread's N loads of B at a stride of 16 N bytes from its neighbour's touch 32 lines a warp
   instruction from N = 8, so B's reads from L1, not A's from DRAM, set the time. So the rung
   applies (``applies``: what the benchmark times and the dispatch rule picks from) to N <= 2
@@ -114,13 +114,13 @@ from .config import DTYPES as TVM_DTYPES, ConfigError, MatvecConfig, WARP_SIZE
 
 NUMBER = 24
 NAME = "matrix-vector (M <= 16 or N <= 2)"
-IDEA = "each thread streams a 16-byte vector of B's columns down its range of K; sums added by shuffles and shared memory"
+IDEA = "each thread streams a 16-byte vector of B's columns down its range of K (N <= 2: of a row of A); sums added by shuffles and shared memory"
 PRECISION = "fp32"  # fp32 sums of exact products: SGEMM's accuracy (16-bit inputs: the dtype's own)
 DTYPES = ("fp32", "fp16", "bf16")
 PRIOR = 11  # the matrix-vector mode (k_threads) of step 11 is what this rung replaces
 Config = MatvecConfig
 PASS_CONFIG: dict = {}
-PIECES = ("applies", "vector_of", "default_config", "kernel")
+PIECES = ("applies", "vector_of", "default_config", "kernel", "mirror_config", "kernel_rows_of_a")
 
 EXPECTED_REGRESSION = dict.fromkeys(
     (512, 1024, 2048, 4096, 8192),
@@ -270,8 +270,8 @@ def kernel_rows_of_a(M: int, N: int, K: int, cfg: MatvecConfig, dtype: str = "fp
     spread = max(1, lk // WARP_SIZE)  # warps a row's lanes span
     blocks, turns = -(-M // rows), -(-K // (lk * vec * u))
     shuffles = span.bit_length() - 1  # xor distances 1, 2, ... span / 2
-    if threads % lk or (lk > WARP_SIZE and lk % WARP_SIZE):
-        raise ConfigError(f"step 24's rows of A need lanes_k to be a power of two, got {lk}")
+    if lk & (lk - 1):  # a row's lanes are added by xor shuffles within a warp, then by whole warps
+        raise ConfigError(f"step 24's mirror (N <= 16 < M) needs lanes_k to be a power of two, got {lk}")
 
     def k_of(t, j, tid, v):  # the k of element v of thread tid's vector j in turn t
         return ((t * u + j) * lk + tid % lk) * vec + v

@@ -205,3 +205,8 @@ def test_mirror_ptxas_no_spills(M, N, K, dtype):
     report = nvcc.compile_report(source(M, N, K, dtype), "sm_90")
     assert report.ok, report.log[-2000:]
     assert report.spills == 0 and report.stack_bytes == 0, report.log[-2000:]
+
+
+def test_mirror_refuses_lanes_a_shuffle_cannot_add_in_one_line():
+    msg = config_error(lambda: schedules.build(STEP24, 4096, 1, 4096, config=MatvecConfig(lanes_n=4, lanes_k=24), dtype="bf16"))
+    assert msg.startswith("step 24's mirror (N <= 16 < M) needs lanes_k to be a power of two, got 24") and "\n" not in msg
