@@ -55,7 +55,7 @@ SGEMM's: each thread sums K / 128 products). Issue 49's bar for fp32 (>= 1.0x cu
 x 4096) is not met: 0.97x, within the 3% that separates the best configs measured.
 
 The mirror (issue 49's "or N <= 16"; ``kernel_rows_of_a``, built wherever N <= 16 < M). At
-N = 1 (y = A x, and a model's decode step where its weights are stored transposed) the matrix
+N = 1 (y = A x: a matrix times a column vector, as `W @ x` writes one token's product) the matrix
 streamed is A, whose rows run along K, so the row kernel's mapping (a thread owns a vector of
 B's columns) would read A with a stride of K. Turn it over: lanes_k threads side by side along a
 row of A, each a 16-byte vector at a time, the neighbours' vectors next to each other (a warp's
