@@ -186,8 +186,7 @@ def mirror_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
 
 
 def shared_bytes(M: int, N: int, cfg: MatvecConfig, dtype: str) -> int:
-    if streams_a(M, N):  # the mirror: each row's warps' N sums, where a row spans warps
-        return cfg.lanes_n * max(1, cfg.lanes_k // WARP_SIZE) * N * 4
+    """The row kernel's partial sums (the mirror's are a row's warps' N sums: 2 KB at most)."""
     return cfg.threads // WARP_SIZE * min(M, ROWS) * cfg.lanes_n * vector_of(N, dtype) * 4
 
 
@@ -328,16 +327,14 @@ def kernel_rows_of_a(M: int, N: int, K: int, cfg: MatvecConfig, dtype: str = "fp
                                 part[(tid // lk * spread + tid % lk // WARP_SIZE) * N + n] = acc[n]
                         T.tvm_storage_sync("shared")
                         if tid < rows * N and bx * rows + tid // N < M:
-                            C[bx * rows + tid // N, tid % N] = rounded(_sum_warps(part, spread, 1, N, tid // N * spread * N + tid % N, stride=N))
+                            C[bx * rows + tid // N, tid % N] = rounded(_sum_warps(part, spread, 1, N, tid // N * spread * N + tid % N))
 
     return main
 
 
-def _sum_warps(part, warps: int, M: int, cols: int, i, stride: int | None = None):
-    """The sum over the warps of partial sum i (row i // cols, column i % cols), in warp order;
-    the warps' sums `stride` apart (M x cols where not given)."""
-    step = M * cols if stride is None else stride
+def _sum_warps(part, warps: int, M: int, cols: int, i):
+    """The sum over the warps of partial sum i (row i // cols, column i % cols), in warp order."""
     total = part[i]
     for w in range(1, warps):
-        total = total + part[w * step + i]
+        total = total + part[w * M * cols + i]
     return total
