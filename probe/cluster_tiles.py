@@ -6,7 +6,8 @@ tiles in pairs across N = 128, so A is read from L2 once, not twice, deeper ring
 nvjet_sm90_tst_64x64_64x13_2x1 there); 8192 x 32 x 2048: step 23 at narrower tiles on 128 SMs.
 Two rounds, the configs in turn, cuBLAS in the same process.
 
-    python probe/cluster_tiles.py OUT.jsonl      (on the GPU)
+    python probe/cluster_tiles.py OUT.jsonl [fixed]     (on the GPU; fixed: step 22's 192-row
+                                                        tiles again, after StorePlan.rows)
 """
 from __future__ import annotations
 
@@ -31,6 +32,13 @@ PLAN = {
     (8192, 32, 2048): [(23, S23(block_m=64, block_n=64, stages=8, ctas=128)),
                        (23, S23(block_m=64, block_n=64, stages=13, ctas=128)),
                        (23, S23(block_m=32, block_n=64, stages=13, ctas=128))],
+}
+
+# After StorePlan.rows was fixed (192-row tiles in whole chunks): step 22 at 192 x 128 again.
+FIXED = {
+    (1536, 1536, 1536): [(22, S22(block_m=192, block_n=128, stages=4, ctas=96)),
+                         (22, S22(block_m=192, block_n=128, stages=5, ctas=96, chunk=8192))],
+    (3072, 3072, 3072): [(22, S22(block_m=192, block_n=128, stages=4, ctas=132))],
 }
 
 out = None
@@ -62,9 +70,11 @@ def main():
             hb=m.host_bound, s=round(time.time() - t0, 1))
 
     row(gpu=gpu, arch=arch)
-    for rnd in (1, 2):
+    fixed = sys.argv[2:] == ["fixed"]
+    plan = FIXED if fixed else PLAN
+    for rnd in (1, 2, 3) if fixed else (1, 2):
         for dt in ("bf16", "fp16") if rnd == 1 else ("bf16",):
-            for sh, cfgs in PLAN.items():
+            for sh, cfgs in plan.items():
                 if time.time() - t00 > 440:
                     row(note="budget out", at=sh, round=rnd); break
                 t, e = harness.time_cublas(*sh, repeat=50, seed=1, dtype=dt)
