@@ -115,8 +115,13 @@ class StorePlan(Plan):
 
     @property
     def rows(self) -> int:
-        """Rows of C per chunk: a consumer's 64 columns in `chunk` bytes (at most the tile's)."""
-        return min(self.cfg.chunk // (WG_M * self.eb), self.BM)
+        """Rows of C per chunk: the most that fit a consumer's 64 columns in `chunk` bytes and
+        divide the tile's rows in whole groups of 8 (the swizzle's period; a box then starts on a
+        1024-byte line). Not simply what fits: 192-row tiles in 16 KB chunks of 16-bit C (128
+        rows) stored one chunk and left a third of C unwritten (H200, 2026-11-29: relative error
+        inf at 1536^3; git show cae1fd4:probe/cluster_tiles.py); they take 2 chunks of 96 rows."""
+        fits = min(self.cfg.chunk // (WG_M * self.eb), self.BM)
+        return max(r for r in range(8, fits + 1, 8) if self.BM % r == 0)
 
     @property
     def C_tma(self) -> list:

@@ -55,3 +55,21 @@ def test_a_deep_16_bit_ring_is_correct(shape, stages, dtype, runner, arch):
     lib = schedules.build(20, *shape, arch=arch, config=cfg, dtype=dtype)
     error = runner.check(lib["main"], *shape, dtype)
     assert error <= dtypes.TOLERANCE[dtype], f"relative error {error:g} at {shape} in {stages} stages"
+
+
+# The TMA-store rungs' chunks of C at tiles whose rows the chunk's do not divide: 192-row tiles
+# in 16 KB chunks of 16-bit C (128 rows) once stored one chunk and left a third of C as poisoned
+# (H200, 2026-11-29; StorePlan.rows); fp32's 16 KB chunks hold 64 rows (96, 160, 224 tiles), so
+# its TF32 form is here too. N is a multiple of 8: C's rows 16-byte strided, the TMA store's case.
+@pytest.mark.parametrize("block_m, chunk", [(192, 16384), (96, 16384), (160, 8192), (224, 16384)])
+@pytest.mark.parametrize("dtype", ("fp32", "bf16", "fp16"))
+@pytest.mark.parametrize("number", (22, 27))
+def test_every_row_of_a_tma_stored_tile_is_written(number, dtype, block_m, chunk, runner, arch):
+    step = schedules.get_step(number)
+    skip_unless_it_runs_here(step, arch)
+    shape = (1000, 1512, 700)
+    cfg = step.Config(block_m=block_m, block_n=128, stages=2, ctas=24, chunk=chunk)
+    lib = schedules.build(step, *shape, arch=arch, config=cfg, dtype=dtype)
+    error = runner.check(lib["main"], *shape, dtype)
+    bound = harness.tolerance(number, dtype)
+    assert error <= bound, f"relative error {error:g} (bound {bound:g}) with {cfg}"

@@ -15,7 +15,9 @@ import pytest
 import schedules
 from schedules.config import (Wgmma3xTF32Config, Wgmma3xTF32PersistentConfig, WgmmaClusterConfig,
                               WgmmaPersistentConfig, WgmmaTmaStoreConfig)
+from schedules.config import DTYPES
 from schedules.step20_persistent import blocks_for
+from schedules.step22_tma_store import StorePlan
 from steps.commands import cli
 from steps.measure import nvcc
 
@@ -96,6 +98,26 @@ def test_the_cuda_holds_the_tma_store(dtype):
     # No store of C from registers to global memory is left: C is written by the copy engine.
     assert not re.search(r"C_ptr\[[^\]]*\] = ", src)
     assert re.search(r"C_ptr\[[^\]]*\] = ", source(STEP21, 2048, 2048, 2048, dtype))
+
+
+@pytest.mark.parametrize("chunk", (8192, 16384, 32768, 65536))
+@pytest.mark.parametrize("dtype", ("fp32", "bf16"))
+@pytest.mark.parametrize("block_m", range(32, 257, 32))
+def test_the_chunks_cover_every_row_of_the_tile(block_m, dtype, chunk):
+    """A consumer's chunks are whole groups of 8 rows that fit its buffer and add up to the tile:
+    192-row tiles in 16 KB chunks of 16-bit C once stored 128 rows and left the rest unwritten."""
+    cfg = WgmmaTmaStoreConfig(block_m=block_m, block_n=128, stages=2, chunk=chunk)
+    plan = StorePlan(4096, 4096, 4096, cfg, DTYPES[dtype])
+    assert plan.rows % 8 == 0 and plan.rows * 64 * plan.eb <= chunk
+    assert plan.BM == block_m and block_m % plan.rows == 0
+
+
+@pytest.mark.parametrize("dtype", ("bf16", "fp16"))
+def test_a_192_row_tile_stores_in_boxes_of_96_rows(dtype):
+    cfg = WgmmaTmaStoreConfig(block_m=192, block_n=128, stages=4, ctas=96)
+    text = STEP22.schedule(1536, 1536, 1536, cfg, dtype=dtype).mod.script()
+    (c_map,) = [line for line in text.splitlines() if "cuTensorMapEncodeTiled\", C_map" in line]
+    assert "C.data, 1536, 1536, 3072, 64, 96, 1, 1," in c_map  # 64 columns x 96 rows a box
 
 
 @pytest.mark.parametrize("dtype, N", [("fp32", 33), ("bf16", 65), ("fp16", 4)])
