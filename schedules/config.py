@@ -653,7 +653,11 @@ class TF32x3Config(TensorCorePipelineConfig):
 WGMMA_K = 32
 WGMMA_ROWS = 64
 WGMMA_MAX_N = 256
-WGMMA_MAX_CONSUMERS = 2  # 2 x 64 x 256 accumulators: 128 registers a thread, 232 allowed
+WGMMA_MAX_CONSUMERS = 3  # 2 x 64 x 256 accumulators: 128 registers a thread, 232 allowed
+# Three consumers (512 threads) get 152 registers a thread (wgmma.CONSUMER_REGS_OF_THREE), so their
+# wgmma's n stops at 128 (64 accumulator registers). cuBLAS runs 1536^3 in 16-bit as 128 tiles of
+# 192 x 96; three consumers of 64 x 96 run it 1.20x two of 64 x 192 (H200, 2026-11-29; step 23).
+WGMMA_THREE_MAX_N = 128
 
 
 @dataclass(frozen=True)
@@ -736,6 +740,9 @@ class WgmmaConfig(GridConfig):
                               f"warpgroup, at most {WGMMA_MAX_CONSUMERS}), got {rows}")
         if n % 32 or not 32 <= n <= WGMMA_MAX_N:
             raise ConfigError(f"{n_name} must be a multiple of 32 from 32 to {WGMMA_MAX_N} (wgmma's n), got {n}")
+        if rows > 2 * WGMMA_ROWS and n > WGMMA_THREE_MAX_N:
+            raise ConfigError(f"{n_name} must be at most {WGMMA_THREE_MAX_N} with three consumer warpgroups "
+                              f"({rows_name} {rows}: 152 registers a thread), got {n}")
         self.check_shared_memory("sm_90")
 
 
@@ -800,6 +807,9 @@ class Wgmma3xTF32Config(WgmmaRegisterAConfig):
     def validate(self, M: int, N: int, K: int) -> None:
         if not isinstance(self.promote, int) or isinstance(self.promote, bool) or not 1 <= self.promote <= 8:
             raise ConfigError(f"promote must be 1 to 8 slices, got {self.promote!r}")
+        if isinstance(self.block_n, int) and not isinstance(self.block_n, bool) and self.block_n > 2 * WGMMA_ROWS:
+            raise ConfigError(f"block_n must be 64 or 128 for 3xTF32 and 3xFP16 (two accumulators and the fragments "
+                              f"need two consumers' registers, 232 a thread), got {self.block_n}")
         if isinstance(self.block_m, int) and not isinstance(self.block_m, bool) and self.block_m > WGMMA_SPLIT_MAX_N:
             raise ConfigError(f"block_m must be at most {WGMMA_SPLIT_MAX_N} for 3xTF32 (two accumulators of "
                               f"block_m / 2 registers and 64 of fragments a thread, 232 allowed), got {self.block_m}")

@@ -46,7 +46,7 @@ from tvm.script import tirx as T
 
 from .config import WgmmaPipelineConfig
 from .transforms import wgmma
-from .transforms.wgmma import CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, Plan, _ceil
+from .transforms.wgmma import PRODUCER_REGS, WARPGROUP, Plan, _ceil
 
 NUMBER = 16
 TENSOR_CORES = True
@@ -116,7 +116,7 @@ def consume(plan: Plan, multiply, store):
 def warp_specialized(plan: Plan, producer, consumer, helpers=None, blocks: int | None = None):
     """The rung's kernel: warpgroup 0 produces (thread 0 runs `producer`; with `helpers`, step
     19's, warps 1-3 run them), the others consume, with setmaxnreg moving registers from the
-    producer (PRODUCER_REGS a thread) to the consumers (CONSUMER_REGS). One block per tile, each
+    producer (PRODUCER_REGS a thread) to the consumers (plan.consumer_regs). One block per tile, each
     role given its tile's corner (m0, n0); or, with `blocks` (step 25's persistent grid), that
     many blocks, each role given the block's index to walk its tiles from."""
 
@@ -153,7 +153,7 @@ def warp_specialized(plan: Plan, producer, consumer, helpers=None, blocks: int |
                         elif helpers is not None and tid >= 32:
                             helpers(smem, stash, *walker, tid - 32)
                     else:
-                        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+                        T.ptx["setmaxnreg.inc.sync.aligned.u32"](plan.consumer_regs)
                         consumer(smem, acc, frag, total, flag, fallback, descA, descB, A_op, B_op, C,
                                  *where, wg, warp, lane)
 

@@ -62,7 +62,7 @@ from dataclasses import replace
 from .config import HOPPER_SMS, WgmmaPersistentConfig
 from .step18_register_a import load_b_boxes, multiply_register_a, multiply_transposed, store_transposed
 from .transforms import wgmma
-from .transforms.wgmma import CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, Plan, _ceil
+from .transforms.wgmma import PRODUCER_REGS, WARPGROUP, Plan, _ceil
 
 NUMBER = 20
 TENSOR_CORES = True
@@ -238,7 +238,7 @@ def persistent(plan: Plan, producer, consumer, blocks: int | None = None, out_ro
                         if tid == 0:
                             producer(smem, A_map, B_map, bid)
                     else:
-                        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+                        T.ptx["setmaxnreg.inc.sync.aligned.u32"](plan.consumer_regs)
                         consumer(smem, acc, frag, descA, descB, C, bid, tid, wg, warp, lane)
 
     return kernel

@@ -63,7 +63,7 @@ from .config import WgmmaClusterConfig
 from .step18_register_a import multiply_register_a, multiply_transposed
 from .step20_persistent import blocks_for, consume_tiles, store_registers
 from .transforms import wgmma
-from .transforms.wgmma import CONSUMER_REGS, PRODUCER_REGS, TMA_LOAD, WARPGROUP, Plan, _ceil
+from .transforms.wgmma import PRODUCER_REGS, TMA_LOAD, WARPGROUP, Plan, _ceil
 
 NUMBER = 21
 TENSOR_CORES = True
@@ -255,7 +255,7 @@ def clustered(plan: Plan, producer, consumer):
                             if tid == 0:
                                 producer(smem, A_map, B_map, bid)
                         else:
-                            T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+                            T.ptx["setmaxnreg.inc.sync.aligned.u32"](plan.consumer_regs)
                             consumer(smem, acc, frag, descA, descB, out, bid, tid, wg, warp, lane)
                         # No block leaves while the other may still arrive on its barriers.
                         T.evaluate(cluster_sync())

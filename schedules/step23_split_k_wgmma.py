@@ -147,13 +147,15 @@ def _config(M: int, N: int, bm: int, bn: int, split: int) -> WgmmaSplitKConfig:
                              split_k=split, ctas=min(HOPPER_SMS, _ceil(M, bm) * _ceil(N, bn) * split))
 
 
-# The 16-bit rule's estimate: tiles of block_m (wgmma's n here: 32 to 256) x block_n (64 or 128,
-# one or two consumer warpgroups). A tile's share of an SM's tensor rate (1.0 for 256 x 128) and
+# The 16-bit rule's estimate: tiles of block_m (wgmma's n here: 32 to 256) x block_n (64, 128 or 192,
+# one to three consumer warpgroups). A tile's share of an SM's tensor rate (1.0 for 256 x 128) and
 # the rest were fitted to 196 configs timed at 18 shapes on the H100 (bf16, 2026-11-28,
 # results/nvidia-h100-80gb-hbm3/evidence/step23_calibration.txt): the fit's pick was the
 # fastest config at 13 of them and within 4-24% of it at the other 5.
+# (96, 192), three consumers of 64 x 96: 0.65 from one shape, 1536^3 (H200, 2026-11-29: 14.4-14.5 us
+# in 128 tiles against 16.6-16.8 for 96 tiles of 192 x 128; 3072^3 113 against 95).
 TILE_RATE = {(256, 128): 1.0, (192, 128): 0.8, (128, 128): 0.85, (256, 64): 0.8, (192, 64): 0.56,
-             (128, 64): 0.7, (64, 128): 0.48, (64, 64): 0.4, (32, 128): 0.22, (32, 64): 0.2}
+             (128, 64): 0.7, (64, 128): 0.48, (64, 64): 0.4, (32, 128): 0.22, (32, 64): 0.2, (96, 192): 0.65}
 SM_TFLOPS = 7.5  # one SM's share of ~990 dense 16-bit TFLOP/s
 SM_LOAD_GBPS = 400.0  # the rate one SM's unit loads its operands at (from L2 mostly)
 DRAM_GBPS = 3000.0  # A and B read once at least
@@ -164,9 +166,9 @@ SUM_US = 0.5  # the second kernel's launch, beside its reads of the workspace
 def _options(M: int, N: int, K: int):
     """Tiles no taller than M rounds up to (in 32s) nor wider than N (in 64s); parts of at least
     four 64-deep slices while the units fit two waves."""
-    for bm in (256, 192, 128, 64, 32):
-        for bn in (128, 64):
-            if bm > max(32, _ceil(M, 32) * 32) or bn > max(64, _ceil(N, 64) * 64):
+    for bm in (256, 192, 128, 96, 64, 32):
+        for bn in (192, 128, 64):
+            if (bm, bn) not in TILE_RATE or bm > max(32, _ceil(M, 32) * 32) or bn > max(64, _ceil(N, 64) * 64):
                 continue
             tiles = _ceil(M, bm) * _ceil(N, bn)
             split = 1

@@ -77,7 +77,7 @@ from .step21_cluster import cluster_sync
 from .step22_tma_store import store_shared
 from .step23_split_k_wgmma import STAGE_BYTES
 from .transforms import wgmma
-from .transforms.wgmma import CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, Plan, _ceil
+from .transforms.wgmma import PRODUCER_REGS, WARPGROUP, Plan, _ceil
 
 NUMBER = 26
 TENSOR_CORES = True
@@ -277,7 +277,7 @@ def cluster_split(plan: SplitPlan, split: int, producer, multiply):
                             if tid == 0:
                                 producer(smem, A_map, B_map, bid)
                         else:
-                            T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+                            T.ptx["setmaxnreg.inc.sync.aligned.u32"](plan.consumer_regs)
                             accumulate(smem, acc, frag, descA, descB, 0, tid, wg, warp, lane)
                             write(smem, acc, wg, warp, lane)
                         T.evaluate(cluster_sync())  # every part is in its block's shared memory

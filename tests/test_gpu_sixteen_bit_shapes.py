@@ -3,6 +3,8 @@ non-square shapes: ragged tiles, TMA's padded rows (K or N not a multiple of 8 h
 a K of one slice. Fresh inputs, C poisoned with NaN, the float64 product of the 16-bit inputs,
 held to the dtype's tolerance (docs/sixteen-bit.md). Issue 47's "8 odd or non-square shapes"."""
 
+import dataclasses
+
 import pytest
 
 import schedules
@@ -73,3 +75,28 @@ def test_every_row_of_a_tma_stored_tile_is_written(number, dtype, block_m, chunk
     error = runner.check(lib["main"], *shape, dtype)
     bound = harness.tolerance(number, dtype)
     assert error <= bound, f"relative error {error:g} (bound {bound:g}) with {cfg}"
+
+
+# Three consumer warpgroups (a 192-wide consumer side, 512 threads, 152 registers a consumer
+# thread) in every Hopper rung that takes them, on a shape with ragged tiles; step 23 also with
+# its K in two parts. Steps 15-17 put the consumers along M, the later ones along N.
+THREE = [pytest.param(n, d, id=f"step{n}-{d}") for n in (15, 16, 17, 18, 20, 21, 22, 23, 26, 27)
+         for d in ("fp32", "bf16", "fp16")]
+
+
+@pytest.mark.parametrize("number, dtype", THREE)
+def test_three_consumer_warpgroups_are_correct(number, dtype, runner, arch):
+    step = schedules.get_step(number)
+    skip_unless_it_runs_here(step, arch)
+    shape = (1000, 1512, 700)
+    base = step.default_config(*shape, dtype=dtype)
+    tile = dict(block_m=96, block_n=192) if base.register_a else dict(block_m=192, block_n=96)
+    ring = {"stages": 2} if "stages" in {f.name for f in dataclasses.fields(base)} else {}  # step 15: one buffer
+    configs = [dataclasses.replace(base, **tile, **ring)]
+    if number == 23:
+        configs.append(dataclasses.replace(configs[0], split_k=2))
+    bound = harness.tolerance(number, dtype)
+    for cfg in configs:
+        lib = schedules.build(step, *shape, arch=arch, config=cfg, dtype=dtype)
+        error = runner.check(lib["main"], *shape, dtype)
+        assert error <= bound, f"relative error {error:g} (bound {bound:g}) with {cfg}"

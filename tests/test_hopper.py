@@ -183,17 +183,20 @@ def test_odd_shapes_build(step, shape):
 
 
 @pytest.mark.parametrize("cfg, words", [
-    (WgmmaConfig(block_m=96), ("block_m", "64 or 128")),
-    (WgmmaConfig(block_m=256), ("block_m", "64 or 128")),
+    (WgmmaConfig(block_m=96), ("block_m", "64 or 128 or 192")),
+    (WgmmaConfig(block_m=256), ("block_m", "64 or 128 or 192")),
+    (WgmmaConfig(block_m=192, block_n=256), ("block_n", "at most 128", "three consumer")),
     (WgmmaConfig(block_n=48), ("block_n", "multiple of 32")),
     (WgmmaConfig(block_n=512), ("block_n", "256")),
     (WgmmaConfig(raster=0), ("raster", "positive")),
     (WgmmaPipelineConfig(stages=1), ("stages", "2 to 16")),
     (WgmmaPipelineConfig(stages=17), ("stages", "2 to 16")),
     (WgmmaPipelineConfig(block_n=256, stages=5), ("shared memory", "227 KB")),
-    (WgmmaRegisterAConfig(block_n=256), ("block_n", "64 or 128")),
+    (WgmmaRegisterAConfig(block_n=256), ("block_n", "64 or 128 or 192")),
+    (WgmmaRegisterAConfig(block_m=160, block_n=192, stages=2), ("block_m", "at most 128", "three consumer")),
     (WgmmaRegisterAConfig(block_m=80), ("block_m", "multiple of 32")),
     (Wgmma3xTF32Config(block_m=256), ("block_m", "at most 128", "3xTF32")),
+    (Wgmma3xTF32Config(block_m=96, block_n=192, stages=2), ("block_n", "64 or 128", "3xTF32")),
     (Wgmma3xTF32Config(promote=0), ("promote", "1 to 8")),
     (Wgmma3xTF32Config(promote=True), ("promote", "1 to 8")),
     (Wgmma3xTF32Config(stages=5), ("shared memory", "227 KB")),
@@ -268,9 +271,11 @@ def test_sweep_searches_the_hopper_space():
     assert sweep.stages_of(step) is sweep.HOPPER_STAGES and sweep.stages_of(schedules.get_step(10)) is sweep.STAGES
     base = step.default_config(4096, 4096, 4096)
     tiles = sweep.candidates(step, 4096, 4096, 4096, "sm_90", sweep.HOPPER_STAGES[0][1], base)
-    # block_n is the consumer side for register A (64 or 128), block_m wgmma's n (64..256).
-    assert {(c.block_m, c.block_n) for c in tiles} == {(m, n) for m in (64, 128, 192, 256) for n in (64, 128)}
-    assert all(c.threads in (256, 384) for c in tiles)
+    # block_n is the consumer side for register A (64, 128 or 192), block_m wgmma's n (64..256;
+    # at most 128 for three consumers, whose threads have 152 registers).
+    assert {(c.block_m, c.block_n) for c in tiles} == ({(m, n) for m in (64, 128, 192, 256) for n in (64, 128)}
+                                                       | {(64, 192), (128, 192)})
+    assert {c.threads for c in tiles} == {256, 384, 512}
     depths = sweep.candidates(step, 4096, 4096, 4096, "sm_90", sweep.HOPPER_STAGES[1][1], base)
     assert sorted(c.stages for c in depths) == [2, 3, 4]  # 5 stages of 48 KB are over 227 KB
     proc = subprocess.run([sys.executable, "-m", "steps.sweep", "--step", "18", "--dry-run", "--sizes", "2048",

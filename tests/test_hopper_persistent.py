@@ -120,6 +120,18 @@ def test_a_192_row_tile_stores_in_boxes_of_96_rows(dtype):
     assert "C.data, 1536, 1536, 3072, 64, 96, 1, 1," in c_map  # 64 columns x 96 rows a box
 
 
+@pytest.mark.parametrize("dtype", ("fp32", "bf16"))
+def test_three_consumers_share_the_producers_registers_in_thirds(dtype):
+    """A 192-wide consumer side is three consumer warpgroups and the producer: 512 threads, and
+    setmaxnreg gives each consumer thread 152 registers (40 x 128 + 152 x 384 of 65,536), not
+    two consumers' 232, which three could not all get."""
+    three = source(STEP22, 1536, 1536, 1536, dtype, WgmmaTmaStoreConfig(block_m=96, block_n=192, stages=4, ctas=128))
+    two = source(STEP22, 1536, 1536, 1536, dtype, WgmmaTmaStoreConfig(block_m=192, block_n=128, stages=4, ctas=96))
+    assert "__launch_bounds__(512) main_kernel(" in three and "__launch_bounds__(384) main_kernel(" in two
+    assert "setmaxnreg_inc_sync_aligned_u32_152" in three and "setmaxnreg_inc_sync_aligned_u32_232" not in three
+    assert "setmaxnreg_inc_sync_aligned_u32_232" in two
+
+
 @pytest.mark.parametrize("dtype, N", [("fp32", 33), ("bf16", 65), ("fp16", 4)])
 def test_unaligned_rows_of_c_fall_back_to_step_21(dtype, N):
     # TMA needs 16-byte row strides: N * 4 or N * 2 bytes not a multiple of 16 is step 21's kernel.

@@ -66,6 +66,9 @@ TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx
 # unused in this mode (1 by convention), the stride offset is one 8-row swizzle atom, 1024 B.
 DESC_LBO, DESC_SBO = 1, 64
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg: 40*128 + 232*256 = 64,512 of 65,536
+# Three consumers (a 192-row consumer side) share what the producer gives up in thirds: 40*128 +
+# 152*384 = 63,488. Their accumulators are at most 64 x 96 (48 registers a thread, ptxas: 128 used).
+CONSUMER_REGS_OF_THREE = 152
 SPLITTERS = 96  # split: the producer's warps 1-3 write A's small half (warp 0 loads)
 
 
@@ -157,6 +160,12 @@ class Plan:
     @property
     def consumers(self) -> int:
         return self.cfg.consumers
+
+    @property
+    def consumer_regs(self) -> int:
+        """What setmaxnreg gives each consumer thread: the registers the producer gives up, shared
+        by two consumer warpgroups (232) or three (152)."""
+        return CONSUMER_REGS if self.consumers <= 2 else CONSUMER_REGS_OF_THREE
 
     @property
     def align(self) -> int:
