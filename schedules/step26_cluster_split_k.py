@@ -52,10 +52,10 @@ git show e2a3b79:results/nvidia-h200/evidence/step26_probe.txt):
   and 128 x 4096 x 1024 (64 x 128 tiles in two parts were faster at the last two).
 - Errors equal step 23's (bf16 1.7e-3, TF32 6.9e-4): the parts are added in fp32 in rank order.
   The GPU tests (odd shapes in every dtype, the fused epilogue fused and not) pass: 41 of 41.
-No H100 run yet. The H200's bf16 rows (2026-11-29, the second run that day) pick it at four
-shapes of the set (2048 x 64 x 2048, 1024 x 64 x 8192, 64 x 2048 x 2048, 513 x 257 x 1025; the
-first run's also at 64 x 1024 x 8192 and 997 x 1009 x 1013, where step 23 now reads 1-2% ahead),
-its fp16 rows at four (2048 x 64 x 2048, 64 x 2048 x 2048, 997 x 1009 x 1013, 513 x 257 x 1025),
+No H100 run yet. The H200's rows pick it at shapes where tiles alone leave SMs idle, and which
+of those moves with each run's 1-2% (2026-11-29, third run: bf16 at 2048 x 64 x 2048, 64 x 2048 x
+2048, 64 x 1024 x 8192 and 513 x 257 x 1025; fp16 at those but 64 x 1024 x 8192, and at 8192 x 32
+x 2048 and 1024 x 64 x 8192; earlier runs also at 997 x 1009 x 1013),
 and a d = 1024 model's 16- and 128-token blocks take it (docs/models.md). The H100's rows will once
 tools/bench_run.sh (which times it among the TF32 and 16-bit candidates) has run there.
 
