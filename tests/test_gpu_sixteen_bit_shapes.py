@@ -1,7 +1,9 @@
 """On a CUDA GPU: every 16-bit rung (steps 12, 13, 15-18 in fp16 and bf16) correct on odd and
 non-square shapes: ragged tiles, TMA's padded rows (K or N not a multiple of 8 halves), one row,
 a K of one slice. Fresh inputs, C poisoned with NaN, the float64 product of the 16-bit inputs,
-held to the dtype's tolerance (docs/sixteen-bit.md). Issue 47's "8 odd or non-square shapes"."""
+held to the dtype's tolerance (docs/sixteen-bit.md). Issue 47's "8 odd or non-square shapes".
+Also, in all three dtypes (fp32 inputs: TF32's tolerance), the Hopper rungs at configs no default
+takes: TMA-stored tiles whose rows the chunk's do not divide, and three consumer warpgroups."""
 
 import dataclasses
 
