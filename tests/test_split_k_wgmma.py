@@ -79,6 +79,15 @@ def test_the_16_bit_rule_picks_the_least_estimated_time(shape, pick, dtype):
     cfg.validate(*shape)
 
 
+@pytest.mark.parametrize("shape", [(1536, 1536, 1536), (768, 1536, 4096), (256, 4096, 16384)], ids=str)
+def test_three_consumers_are_an_option_in_one_part_only(shape):
+    """96 x 192 (three consumer warpgroups) was timed in one part of K (1536^3): the rule offers it
+    there and nowhere split, so a shape near a K-heavy one cannot take an untimed kind of unit."""
+    wide = [o for o in _options(*shape) if o[1] == 192]
+    assert wide == [(96, 192, 1)]
+    assert any(split > 1 for _, _, split in _options(*shape))  # other tiles still split
+
+
 def test_the_16_bit_estimate_charges_the_workspace_and_never_beats_reading_the_operands():
     one, two = estimated_us(64, 2048, 2048, 64, 64, 1), estimated_us(64, 2048, 2048, 64, 64, 2)
     # 32 tiles: two parts halve each unit's work, and pay the second kernel and 2 x 2 x 64 x 2048 fp32 words.
