@@ -82,17 +82,18 @@ def test_every_row_of_a_tma_stored_tile_is_written(number, dtype, block_m, chunk
 # Three consumer warpgroups (a 192-wide consumer side, 512 threads, 152 registers a consumer
 # thread) in every Hopper rung that takes them, on a shape with ragged tiles; step 23 also with
 # its K in two parts. Steps 15-17 put the consumers along M, the later ones along N.
-THREE = [pytest.param(n, d, id=f"step{n}-{d}") for n in (15, 16, 17, 18, 20, 21, 22, 23, 26, 27)
-         for d in ("fp32", "bf16", "fp16")]
+# wgmma's n: 96 (the 1536^3 tile) and 128, the most three consumers are allowed.
+THREE = [pytest.param(n, d, wn, id=f"step{n}-{d}-n{wn}") for n in (15, 16, 17, 18, 20, 21, 22, 23, 26, 27)
+         for d in ("fp32", "bf16", "fp16") for wn in (96, 128)]
 
 
-@pytest.mark.parametrize("number, dtype", THREE)
-def test_three_consumer_warpgroups_are_correct(number, dtype, runner, arch):
+@pytest.mark.parametrize("number, dtype, wgmma_n", THREE)
+def test_three_consumer_warpgroups_are_correct(number, dtype, wgmma_n, runner, arch):
     step = schedules.get_step(number)
     skip_unless_it_runs_here(step, arch)
     shape = (1000, 1512, 700)
     base = step.default_config(*shape, dtype=dtype)
-    tile = dict(block_m=96, block_n=192) if base.register_a else dict(block_m=192, block_n=96)
+    tile = dict(block_m=wgmma_n, block_n=192) if base.register_a else dict(block_m=192, block_n=wgmma_n)
     ring = {"stages": 2} if "stages" in {f.name for f in dataclasses.fields(base)} else {}  # step 15: one buffer
     configs = [dataclasses.replace(base, **tile, **ring)]
     if number == 23:
