@@ -657,7 +657,8 @@ WGMMA_MAX_CONSUMERS = 3  # two: 64 x 256 accumulators, 128 registers of the 232 
 # Three consumers (512 threads) get 152 registers a thread (wgmma.CONSUMER_REGS_OF_THREE), so their
 # wgmma's n stops at 128 (64 accumulator registers). cuBLAS runs 1536^3 in 16-bit as 128 tiles of
 # 192 x 96: 128 tiles of 96 x 192 on three consumers ran 1.15x (step 23) and 1.20x (step 22) the 96
-# tiles of 192 x 128 on two (H200, 2026-11-29; results/nvidia-h200/evidence/cluster_tiles_probe.txt).
+# tiles of 192 x 128 on two (H200, 2026-11-29;
+# git show 8f5fcb7:results/nvidia-h200/evidence/cluster_tiles_probe.txt).
 WGMMA_THREE_MAX_N = 128
 
 

@@ -77,7 +77,8 @@ The kernels that stay below cuBLAS run 5-15 us, where the second launch and the 
 round trip are a large share: an in-kernel reduction (stream-K's fix-up, or a cluster's parts
 summed through distributed shared memory) is the next idea for them.
 
-The 16-bit rule's 96 x 192 tile (H200, 2026-11-29; results/nvidia-h200/evidence/cluster_tiles_probe.txt):
+The 16-bit rule's 96 x 192 tile (H200, 2026-11-29; the calls' log:
+git show 8f5fcb7:results/nvidia-h200/evidence/cluster_tiles_probe.txt):
 at 1536^3 cuBLAS runs 128 tiles of 192 x 96 (Nsight Compute: nvjet_sm90_tst_192x96_64x5_1x2), this
 rule 96 of 192 x 128. Prediction: on 128 SMs instead of 96, up to 1.33x. Measured: 96 x 192, three
 consumer warpgroups of 64 columns (512 threads, 152 registers a consumer thread), 5 stages, 14.4-14.5
