@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# The device call of probe/l2_promotion.py, then Nsight Compute on the skinny shapes (pick, cuBLAS).
+# Call 2: Nsight Compute with warm caches (--cache-control none: L2 keeps A between the launches,
+# as in the timing loop) on the skinny 16-bit shapes, the pick and cuBLAS; launch 5 of 6.
 source .gpu/setup.sh; export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > $OUT/smi.txt
-timeout 330 python probe/l2_promotion.py $OUT/promo.jsonl > $OUT/promo_log.txt 2>&1; echo "probe rc=$?"
 mkdir -p $OUT/ncu
-S="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats --section Occupancy --print-details all"
-P23='{"block_m":128,"block_n":64,"stages":8,"ctas":64,"split_k":1}'
-timeout 60 ncu --clock-control none -k regex:'main_kernel' --launch-skip 2 --launch-count 1 $S python3 probe/ncu_shape.py 23 8192 32 2048 "$P23" > $OUT/ncu/s23_8192x32.txt 2>&1
-PROMO=3 timeout 60 ncu --clock-control none -k regex:'main_kernel' --launch-skip 2 --launch-count 1 $S python3 probe/ncu_shape.py 23 8192 32 2048 "$P23" > $OUT/ncu/s23_8192x32_p3.txt 2>&1
-for sh in "8192 32 2048" "4096 128 4096" "64 1024 8192"; do
-  timeout 60 ncu --clock-control none -k regex:'nvjet|gemm|sm90' --launch-skip 2 --launch-count 1 $S python3 probe/ncu_shape.py cublas $sh > "$OUT/ncu/cublas_${sh// /x}.txt" 2>&1
+M="gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg"
+run() {  # name, kernel regex, cache control, target args...
+  local name=$1 rx=$2 cc=$3; shift 3
+  timeout 60 ncu --clock-control none --cache-control $cc -k regex:"$rx" --launch-skip 4 --launch-count 1 --metrics "$M" python3 probe/ncu_shape.py "$@" > $OUT/ncu/$name.txt 2>&1
+  echo "$name: $(grep -E 'gpu__time_duration|dram__bytes_read|hit_rate' $OUT/ncu/$name.txt | tr -s ' ' | tr '\n' ';')"
+}
+P1='{"block_m":128,"block_n":64,"stages":8,"ctas":64,"split_k":1}'
+P2='{"block_m":64,"block_n":64,"stages":8,"ctas":128,"split_k":1}'
+P3='{"block_m":64,"block_n":128,"stages":7,"ctas":132,"split_k":8}'
+for cc in none all; do
+  run s23_8192x32_$cc main_kernel $cc 23 8192 32 2048 "$P1"
+  run cublas_8192x32_$cc 'nvjet|gemm|sm90' $cc cublas 8192 32 2048
+  run s23_4096x128_$cc main_kernel $cc 23 4096 128 4096 "$P2"
+  run cublas_4096x128_$cc 'nvjet|gemm|sm90' $cc cublas 4096 128 4096
+  run s26_64x1024_$cc 'main_kernel' $cc 26 64 1024 8192 "$P3"
+  run cublas_64x1024_$cc 'nvjet|gemm|sm90' $cc cublas 64 1024 8192
 done
 cd $OUT && tar czf ncu.tgz ncu && rm -rf ncu
