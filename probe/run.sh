@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Call 3: programmatic dependent launch (probe/pdl.py): a back-to-back chain's exactness, then timing.
+# Call 4: step 29's GPU tests, then probe/pdl_rounds.py.
 source .gpu/setup.sh; export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-timeout 400 python probe/pdl.py $OUT/pdl.jsonl > $OUT/pdl_log.txt 2>&1; echo "probe rc=$?"
-grep -c us $OUT/pdl.jsonl; grep chain $OUT/pdl.jsonl
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > $OUT/smi.txt
+timeout 200 python -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_dependent_launch.py > $OUT/pytest.txt 2>&1; echo "pytest rc=$?"
+tail -3 $OUT/pytest.txt
+timeout 300 python probe/pdl_rounds.py $OUT/rounds.jsonl > $OUT/rounds_log.txt 2>&1; echo "probe rc=$?"

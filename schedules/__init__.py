@@ -246,6 +246,7 @@ STEP_MODULES = (
     "step26_cluster_split_k",
     "step27_stream_k",
     "step28_3xfp16",
+    "step29_dependent_launch",
 )
 STEPS: tuple[Step, ...] = tuple(_step(importlib.import_module(f".{name}", __name__)) for name in STEP_MODULES)
 # The written kernels (Hopper rungs) whose store takes a fused epilogue (their modules' EPILOGUE).
@@ -272,7 +273,8 @@ def device_passes(step: Step, cfg, K: int) -> list:
     (schedules/lowering/pipelines.py): one barrier per k slice where the config asks
     (schedules/lowering/one_barrier.py), a second accumulator where an fp32 sum runs over a long K
     (schedules/lowering/long_k.py), and the fp32 fallback for the outputs a 3xTF32 step makes NaN or tiny
-    (schedules/lowering/fp32_fallback.py). A kernel that needs none builds anywhere TVM builds a PrimFunc
+    (schedules/lowering/fp32_fallback.py), step 29's wait at the top of each kernel. A kernel that needs none
+    builds anywhere TVM builds a PrimFunc
     (inside a model: schedules/integration/relax_dispatch.py)."""
     passes = []
     if getattr(cfg, "barriers", 2) == 1:
@@ -281,7 +283,16 @@ def device_passes(step: Step, cfg, K: int) -> list:
         passes.append(long_k.promote_pass)
     if getattr(step.module, "FP32_FALLBACK", False):
         passes.append(fp32_fallback.fp32_fallback_pass)
+    if hasattr(step.module, "launch_passes"):  # step 29: each kernel waits for its predecessor at its top
+        passes.append(step.module.launch_passes(cfg)[1])
     return passes
+
+
+def first_passes(step: Step, cfg) -> tuple:
+    """Passes of ours run before all of TVM's, on the whole module (step 29 marks its functions'
+    kernels for programmatic dependent launch, which TVM decides where it splits host from
+    kernels; its device pass, in ``device_passes``, makes each of them wait)."""
+    return (step.module.launch_passes(cfg)[0],) if hasattr(step.module, "launch_passes") else ()
 
 
 def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=None, epilogue=None,
@@ -298,7 +309,7 @@ def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=
     # its one-line ConfigError; then the per-arch shared-memory limit, before compiling.
     sch = s.schedule(M, N, K, cfg, epilogue, fused, dtype)
     cfg.check_shared_memory(s.build_arch(arch))
-    pipeline = pipelines.with_device_passes(*device_passes(s, cfg, K))
+    pipeline = pipelines.with_device_passes(*device_passes(s, cfg, K), first=first_passes(s, cfg))
     with tvm.transform.PassContext(opt_level=3, config=s.pass_config):
         return tvm.compile(sch.mod, target=tgt, tir_pipeline=pipeline)
 

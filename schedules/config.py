@@ -886,6 +886,12 @@ class WgmmaSplitKConfig(WgmmaPersistentConfig):
         super().validate(M, N, K)
 
 
+@dataclass(frozen=True)
+class WgmmaDependentLaunchConfig(WgmmaSplitKConfig):
+    """Step 29: step 23's config; its kernels launched with programmatic dependent launch, each
+    waiting for its predecessor at its top."""
+
+
 # Step 26's partial sums in shared memory: block_m rows of block_n fp32 values and this many more,
 # so the rows of one 8-row group of accumulator registers fall in different banks.
 PARTIAL_PAD = 4

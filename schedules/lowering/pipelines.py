@@ -18,16 +18,19 @@ from tvm.tirx import compilation_pipeline
 PREFIX = "matmul_ladder:"
 
 
-def with_device_passes(*passes) -> str:
+def with_device_passes(*passes, first: tuple = ()) -> str:
     """The name ``tvm.compile(..., tir_pipeline=name)`` takes: "default" without passes, else a
-    pipeline registered here once per set of passes."""
-    if not passes:
+    pipeline registered here once per set of passes. `first`: passes run before all of TVM's, on
+    the whole module before it is split into host and kernels (step 29 marks its functions for
+    programmatic dependent launch there: the kernels' launch is decided at the split)."""
+    if not passes and not first:
         return "default"
-    name = PREFIX + "+".join(p.info.name for p in passes)
+    name = PREFIX + "+".join(p.info.name for p in passes) + "".join(f"<{p.info.name}" for p in first)
     if name not in compilation_pipeline.PIPELINE_MAP:
         def pipeline():
             lower, finalize_host, finalize_device = s_tir_pipeline.default_s_tir_pipeline()
-            return lower, finalize_host, lambda: tvm.transform.Sequential([*passes, finalize_device()])
+            return (tvm.transform.Sequential([*first, lower]) if first else lower), finalize_host, \
+                lambda: tvm.transform.Sequential([*passes, finalize_device()])
 
         compilation_pipeline.PIPELINE_MAP[name] = pipeline
     return name
