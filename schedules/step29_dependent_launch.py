@@ -85,7 +85,7 @@ def mark(mod, ctx):
 # Where a kernel lets the next one launch (griddepcontrol.launch_dependents). "top": at once, so the
 # next grid's launch and its blocks' start overlap this one's whole run; "exit": as each block exits
 # (the implicit trigger), so only the launch overlaps the last blocks' end.
-TRIGGER = "top"
+TRIGGER = "exit"
 
 
 def wait_at_top(trigger: str):
