@@ -19,7 +19,7 @@ import pytest
 import schedules
 from schedules import ConfigError
 from schedules.config import (Wgmma3xFP16Config, Wgmma3xTF32Config, Wgmma3xTF32PersistentConfig, WgmmaClusterConfig,
-                              WgmmaClusterSplitConfig, WgmmaConfig, WgmmaPersistentConfig,
+                              WgmmaClusterSplitConfig, WgmmaConfig, WgmmaDependentLaunchConfig, WgmmaPersistentConfig,
                               WgmmaPipelineConfig, WgmmaRegisterAConfig, WgmmaSplitKConfig, WgmmaStreamKConfig,
                               WgmmaTmaStoreConfig)
 from steps.commands import ladder
@@ -49,16 +49,18 @@ def kernels(src: str) -> list[tuple[str, str, str]]:
     return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
 
 
-def test_the_hopper_rungs_are_15_to_23_and_25_to_28():
-    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27, 28]
+def test_the_hopper_rungs_are_15_to_23_and_25_to_29():
+    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27, 28, 29]
     assert all(s.arch == "sm_90a" and s.tensor_cores for s in HOPPER)
-    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23, 26, 27] and SPLIT_STEP.precision == "fp32"
+    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23, 26, 27, 29] and SPLIT_STEP.precision == "fp32"
     assert all(s.arch is None for s in schedules.STEPS if s.number < 15)
     # Each rung's config is its prior's, or extends it; 15 starts a new kind (warpgroup tiles).
     assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig,
                                           Wgmma3xTF32Config, WgmmaPersistentConfig, WgmmaClusterConfig,
                                           WgmmaTmaStoreConfig, WgmmaSplitKConfig, Wgmma3xTF32PersistentConfig,
-                                          WgmmaClusterSplitConfig, WgmmaStreamKConfig, Wgmma3xFP16Config]
+                                          WgmmaClusterSplitConfig, WgmmaStreamKConfig, Wgmma3xFP16Config,
+                                          WgmmaDependentLaunchConfig]
+    assert issubclass(WgmmaDependentLaunchConfig, WgmmaSplitKConfig)  # step 23's config, its own name
     assert issubclass(Wgmma3xFP16Config, Wgmma3xTF32PersistentConfig)  # step 25's fields: --explain builds it at 28's
     assert issubclass(Wgmma3xTF32Config, WgmmaRegisterAConfig)
     assert issubclass(WgmmaTmaStoreConfig, WgmmaClusterConfig) and issubclass(WgmmaClusterConfig, WgmmaPersistentConfig)
@@ -117,9 +119,11 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
     assert ("Bt_ptr" in src) == (step.number < 18)
     # Step 23 at 256^3 splits K in two: the GEMM writes a workspace, a second kernel sums it
     # (step 26 splits in a cluster: one kernel, test_hopper_persistent.py).
-    split = getattr(cfg, "split_k", 1) > 1 and step.number == 23
+    split = getattr(cfg, "split_k", 1) > 1 and step.number in (23, 29)
     assert len(kernels(src)) == (1 if step.number >= 18 else 2) + split
-    assert ("W_ptr" in src) == split == (step.number == 23 and n == 256)
+    assert ("W_ptr" in src) == split == (step.number in (23, 29) and n == 256)
+    # Step 29: every kernel waits for its predecessor first (launched before that one ends).
+    assert src.count("{\n  tvm_builtin_ptx_griddepcontrol_wait();") == (len(kernels(src)) if step.number == 29 else 0)
 
 
 def test_each_rung_changes_the_kernel():
