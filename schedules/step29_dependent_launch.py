@@ -30,7 +30,33 @@ that read B fewer times changed nothing there.
 Prediction: where a kernel runs 5-15 us, most of the 1.5-3 us by which cuBLAS gains more than we
 do back to back: 8192 x 32 x 2048 bf16 11.0 -> ~9 us. Long kernels: nothing (a few us of 200).
 
-Measured: see ``docs/hopper.md`` (step 29) for the timing, with both triggers.
+Measured (H200, driver 580.159.04, TVM 0.27.0.post1, 2026-11-29, kernel time back to back as
+always, cuBLAS in the dtype in the same process; the probes' logs: git show COMMIT_LOGS).
+- Correct: a chain of 101 dependent launches, each reading what the one before wrote and
+  overwriting what it read, exact in bf16, fp16 and TF32, for one kernel, the GEMM and the sum of
+  K's parts, and two copies and the GEMM (tests/test_gpu_dependent_launch.py, 24 passed).
+- The two triggers against step 23 (same configs, two rounds where run twice), us, bf16:
+  8192 x 32 x 2048 23: 11.1 / 11.7, top 9.6 / 9.9, exit 10.0 (cuBLAS 7.5); 4096 x 16 x 4096 13.0
+  / 13.6, 11.5 / 11.8, 11.2 (cuBLAS 12.2); 256 x 256 x 16384 9.5 / 9.1, 7.6 / 7.7, 7.3 (8.0);
+  1024^3 6.3 / 6.4, 5.3 / 5.3, 5.7 (5.3); 8192 x 1024 x 256 15.1, 15.8, 13.9 (10.6); 4096^3 208.1,
+  208.3, 201.4 (197.4); TF32 1024^3 14.3, 14.6, 12.1 (12.9). The top trigger is no better than
+  the exit one but at a few shapes, and worse at some: on step 20's persistent 4096^3 kernel in
+  the first probe it lost 8-13% to plain launches (212-214 us against 188-197). So TRIGGER is
+  "exit": the next grid launches, and its blocks run up to their wait, as this one's last blocks
+  end.
+- The shape benchmark (python -m steps.bench --dtype bf16 / fp16 --steps 13,18,20,23,24,26,27,29
+  --fastest --save): step 29 faster than step 23 at 39 of the 43 shapes in each dtype, geometric
+  mean 0.89x step 23's time over all 43 and 0.94x (0.87-1.00) over the 15 (bf16) and 16 (fp16)
+  whose readings the guard does not flag host-bound; 0.91-0.96x at 11-15 us (8192 x 32 x 2048,
+  4096 x 128 x 4096, 128 x 4096 x 4096, 8192 x 1024 x 256, 1536^3), 0.89-0.93x on the odd shapes
+  of 41-56 us (three kernels a call: two copies and the GEMM, so two boundaries more), 1.00x at
+  3072^3 and 4096^3. It is the pick at 26 (bf16) and 25 (fp16) of the 43 shapes. The picks against
+  cuBLAS: 8192 x 32 x 2048 0.71x bf16 (0.66x before), 4096 x 128 x 4096 0.73x (0.67x), 1536^3
+  0.85x (0.80x); geometric mean over the judged shapes 1.10x (1.03x) bf16, 1.11x (1.06x) fp16.
+Still below cuBLAS at 8192 x 32 x 2048 (10.4 us against 7.5): under Nsight Compute, one kernel at
+a time with warm L2, cuBLAS's kernel (nvjet_sm90_tst_32x64_64x16_1x2: 32 x 64 tiles, 16 stages,
+clusters of two) takes 10.6 us and ours 12.4, so per kernel it is 1.17x faster, and it gains
+more back to back (10.6 -> 7.5 us; ours 12.4 -> 11.0 as step 23, -> 10.4 as step 29).
 
 Run: python -m steps.step29
 """
