@@ -97,3 +97,16 @@ def test_step29_takes_step23s_config_and_stays_out_of_models():
     # A model lowers all its functions with one TIR pipeline, which has no place for the mark.
     assert not STEP.builds_in_model(1024, 1024, 1024) and STEP23.builds_in_model(1024, 1024, 1024)
     assert not relax_dispatch.in_model(STEP, 1024, 1024, 1024, "bf16") and relax_dispatch.in_model(STEP23, 1024, 1024, 1024, "bf16")
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_the_fused_epilogue_is_step23s_too(dtype):
+    """D = gelu(AB + bias + C_in) in the store: step 23's kernels (the GEMM and the sum of the
+    parts, which applies it), each with its wait."""
+    from schedules.transforms.epilogue import Epilogue
+
+    ep, shape = Epilogue(bias=True, activation="gelu", beta=1.0), (256, 256, 16384)
+    s23, s29 = (schedules.cuda_source(schedules.build(s, *shape, arch="sm_90a", epilogue=ep, dtype=dtype))
+                for s in (STEP23, STEP))
+    more, fewer = Counter(s29.splitlines()) - Counter(s23.splitlines()), Counter(s23.splitlines()) - Counter(s29.splitlines())
+    assert "erff(" in s29 and not fewer and more == Counter(WAIT_HELPER + [WAIT_CALL] * _kernels(s29))

@@ -239,7 +239,7 @@ def test_the_ladder_skips_the_hopper_rungs_elsewhere(capsys):
     kept = ladder.runnable_steps(list(schedules.STEPS), "sm_80")
     assert [s.number for s in kept] == list(range(1, 15)) + [24]
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27, 28: they need a Hopper GPU (sm_90a: wgmma, TMA); "
+    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27, 28, 29: they need a Hopper GPU (sm_90a: wgmma, TMA); "
                    "this is sm_80"]
     assert ladder.runnable_steps(list(schedules.STEPS), "sm_90") == list(schedules.STEPS)
     with pytest.raises(Exception, match="need a Hopper GPU"):
