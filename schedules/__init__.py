@@ -273,9 +273,9 @@ def device_passes(step: Step, cfg, K: int) -> list:
     (schedules/lowering/pipelines.py): one barrier per k slice where the config asks
     (schedules/lowering/one_barrier.py), a second accumulator where an fp32 sum runs over a long K
     (schedules/lowering/long_k.py), and the fp32 fallback for the outputs a 3xTF32 step makes NaN or tiny
-    (schedules/lowering/fp32_fallback.py), step 29's wait at the top of each kernel. A kernel that needs none
-    builds anywhere TVM builds a PrimFunc
-    (inside a model: schedules/integration/relax_dispatch.py)."""
+    (schedules/lowering/fp32_fallback.py), and step 29's wait at the top of each kernel. A kernel
+    that needs none builds anywhere TVM builds a PrimFunc (inside a model:
+    schedules/integration/relax_dispatch.py)."""
     passes = []
     if getattr(cfg, "barriers", 2) == 1:
         passes.append(one_barrier.single_barrier_pass)

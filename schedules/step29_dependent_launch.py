@@ -96,7 +96,7 @@ LAUNCH_PARAMS = "tirx.kernel_launch_params"
 
 
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaDependentLaunchConfig:
-    """Step 23's config for the shape, launched so, letting the next kernel launch at once."""
+    """Step 23's config for the shape: the kernels are its, only their launch differs."""
     return WgmmaDependentLaunchConfig(**asdict(step23_default(M, N, K, dtype)))
 
 
