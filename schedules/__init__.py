@@ -284,15 +284,15 @@ def device_passes(step: Step, cfg, K: int) -> list:
     if getattr(step.module, "FP32_FALLBACK", False):
         passes.append(fp32_fallback.fp32_fallback_pass)
     if hasattr(step.module, "launch_passes"):  # step 29: each kernel waits for its predecessor at its top
-        passes.append(step.module.launch_passes(cfg)[1])
+        passes.append(step.module.launch_passes()[1])
     return passes
 
 
-def first_passes(step: Step, cfg) -> tuple:
+def first_passes(step: Step) -> tuple:
     """Passes of ours run before all of TVM's, on the whole module (step 29 marks its functions'
     kernels for programmatic dependent launch, which TVM decides where it splits host from
     kernels; its device pass, in ``device_passes``, makes each of them wait)."""
-    return (step.module.launch_passes(cfg)[0],) if hasattr(step.module, "launch_passes") else ()
+    return (step.module.launch_passes()[0],) if hasattr(step.module, "launch_passes") else ()
 
 
 def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=None, epilogue=None,
@@ -309,7 +309,7 @@ def build(step: int | Step, M: int, N: int, K: int, arch: str = "sm_90", config=
     # its one-line ConfigError; then the per-arch shared-memory limit, before compiling.
     sch = s.schedule(M, N, K, cfg, epilogue, fused, dtype)
     cfg.check_shared_memory(s.build_arch(arch))
-    pipeline = pipelines.with_device_passes(*device_passes(s, cfg, K), first=first_passes(s, cfg))
+    pipeline = pipelines.with_device_passes(*device_passes(s, cfg, K), first=first_passes(s))
     with tvm.transform.PassContext(opt_level=3, config=s.pass_config):
         return tvm.compile(sch.mod, target=tgt, tir_pipeline=pipeline)
 

@@ -73,7 +73,7 @@ import tvm
 from tvm import tirx
 from tvm.script import tirx as T
 
-from .config import WgmmaDependentLaunchConfig, WgmmaSplitKConfig
+from .config import WgmmaDependentLaunchConfig
 from .step23_split_k_wgmma import default_config as step23_default
 from .step23_split_k_wgmma import kernel as step23_kernel
 
@@ -102,7 +102,7 @@ def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaDependen
 
 def kernel(M: int, N: int, K: int, cfg: WgmmaDependentLaunchConfig, dtype: str = "fp32", epilogue=None, fused=True):
     """Step 23's function, kernels and all; ``launch_passes`` make it this step."""
-    return step23_kernel(M, N, K, WgmmaSplitKConfig(**asdict(cfg)), dtype, epilogue, fused)
+    return step23_kernel(M, N, K, cfg, dtype, epilogue, fused)
 
 
 def mark_functions(mod, ctx):
@@ -137,7 +137,7 @@ def wait_at_top(trigger: str):
 _WAITS = {t: wait_at_top(t) for t in ("top", "exit")}
 
 
-def launch_passes(cfg: WgmmaDependentLaunchConfig) -> tuple:
+def launch_passes() -> tuple:
     """(the pass before TVM's that marks the functions, the device pass that makes each kernel
     wait): schedules.build puts both in one pipeline."""
     return mark, _WAITS[TRIGGER]

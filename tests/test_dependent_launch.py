@@ -65,7 +65,7 @@ def _launch_params(step, shape, dtype, first=True):
     cfg = step.default_config(*shape, dtype)
     sch = step.schedule(*shape, cfg, None, True, dtype)
     passes = [*schedules.device_passes(step, cfg, shape[2]), record]
-    name = pipelines.with_device_passes(*passes, first=schedules.first_passes(step, cfg) if first else ())
+    name = pipelines.with_device_passes(*passes, first=schedules.first_passes(step) if first else ())
     with tvm.transform.PassContext(opt_level=3):
         tvm.compile(sch.mod, target=schedules.target("sm_90a"), tir_pipeline=name)
     return seen
