@@ -247,6 +247,8 @@ STEP_MODULES = (
     "step27_stream_k",
     "step28_3xfp16",
     "step29_dependent_launch",
+    "step30_dependent_cluster_split_k",
+    "step31_dependent_stream_k",
 )
 STEPS: tuple[Step, ...] = tuple(_step(importlib.import_module(f".{name}", __name__)) for name in STEP_MODULES)
 # The written kernels (Hopper rungs) whose store takes a fused epilogue (their modules' EPILOGUE).

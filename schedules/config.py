@@ -974,6 +974,16 @@ class WgmmaStreamKConfig(WgmmaTmaStoreConfig):
 
 
 @dataclass(frozen=True)
+class WgmmaDependentClusterSplitConfig(WgmmaClusterSplitConfig):
+    """Step 30: step 26's config; its kernel launched as step 29 launches step 23's."""
+
+
+@dataclass(frozen=True)
+class WgmmaDependentStreamKConfig(WgmmaStreamKConfig):
+    """Step 31: step 27's config; its kernel launched as step 29 launches step 23's."""
+
+
+@dataclass(frozen=True)
 class MatvecConfig:
     """Step 24 (M <= 16; larger M 16 rows at a time): a block of lanes_n x lanes_k threads; each thread streams a 16-byte
     vector of B's columns down its own range of K (`unroll` rows a turn, their loads in flight
