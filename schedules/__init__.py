@@ -323,7 +323,7 @@ def fastest(M: int, N: int, K: int, precision: str = "fp32", arch: str = "sm_90"
     ``schedules/tuned/dispatch.json``; no GPU needed).
 
     precision "fp32": the steps that give SGEMM's accuracy (1-11, 14, 19, 24, 25, 28); "tf32": the TF32
-    steps (12, 13, 15-18, 20-23, 26, 27, 29), checked to TF32's tolerance; "fp16" / "bf16": the steps with
+    steps (12, 13, 15-18, 20-23, 26, 27, 29-31), checked to TF32's tolerance; "fp16" / "bf16": the steps with
     that 16-bit form (inputs and C in the dtype; the config is the step's 16-bit one). `gpu`: a table by slug or name (default:
     the first measured on `arch`'s family); `doc`: a table to read instead of the committed one.
     ConfigError, one line, on bad sizes, precision, arch or gpu."""

@@ -27,7 +27,7 @@ A rung meant for one kind of shape (step 24, the matrix-vector kernel: M <= 16 o
 ``Step.applies_to``) is picked only for a query of that kind, whatever the nearest row says.
 
 The precisions: "fp32" (fp32 inputs, SGEMM's accuracy: steps 1-11, 14, 19, 24, 25, 28), "tf32" (fp32 inputs
-rounded to TF32: 12, 13, 15-18, 20-23, 26, 27, 29), and "fp16" / "bf16" (16-bit inputs, fp32 sums, C in the
+rounded to TF32: 12, 13, 15-18, 20-23, 26, 27, 29-31), and "fp16" / "bf16" (16-bit inputs, fp32 sums, C in the
 dtype: the steps with that dtype, ``Step.dtypes``). Where a table has no rows of a precision,
 the portable rule answers, and says so in ``why``; but fp16 and bf16 stand in for each other,
 the same kernels at the same tensor-core rate (a GPU measured in one reads the other's rows, and

@@ -61,6 +61,8 @@ Still below cuBLAS at 8192 x 32 x 2048 (10.4 us against 7.5): under Nsight Compu
 a time with warm L2, cuBLAS's kernel (nvjet_sm90_tst_32x64_64x16_1x2: 32 x 64 tiles, 16 stages,
 clusters of two) takes 10.6 us and ours 12.4, so per kernel it is 1.17x faster, and it gains
 more back to back (10.6 -> 7.5 us; ours 12.4 -> 11.0 as step 23, -> 10.4 as step 29).
+Steps 30 and 31 give the same launch to step 26's and step 27's kernels, the picks at the shapes
+step 23's kernels lose: 4-6% off them (their docstrings).
 
 Run: python -m steps.step29
 """

@@ -17,6 +17,23 @@ call 3), ran 8192 x 1024 x 256 bf16 in 11.50 us against 12.53 (0.92x). With the 
 about the same at the 12-15 us shapes, which would take 8192 x 1024 x 256 from 0.85x cuBLAS to
 ~0.92x; 2-4% at 48 us; 0-3% at 4096^3 (step 29 at 4096^3: 201 us against step 23's 208).
 
+Measured (H200, driver 580.159.04, TVM 0.27.0.post1, 2026-11-29, the shape benchmark in bf16, fp16
+and TF32 with steps 29-31 among the candidates, as in step 30's docstring;
+results/nvidia-h200/{bf16,fp16,tf32}/shapes.csv):
+- As predicted: step 27's time divided by step 31's, over the shapes neither reading is flagged
+  host-bound, 1.04x bf16 (32 shapes; 1.00-1.16x), 1.04x fp16 (34; 1.00-1.13x), 1.04x TF32 (39;
+  0.99-1.10x).
+- 8192 x 1024 x 256: 11.29 us bf16 against step 27's 12.40 (cuBLAS 10.57: 0.85x -> 0.94x),
+  11.26 fp16 (12.46; 10.65: 0.94x), 20.02 TF32 (21.45; 32.08). 4096 x 4096 x 64: 12.03 / 12.05 /
+  23.28 against 13.20 / 13.15 / 24.86 (1.05x cuBLAS in 16 bits). 8192 x 8192 x 64: 46.7 / 47.0
+  against 47.8 / 48.4 (0.95x cuBLAS). 4096^3: 207.8 bf16 against 208.1, 209.7 fp16 against 215.9.
+- The pick at 5 (bf16), 6 (fp16) and 2 (TF32) of the 43 shapes: the k-light ones (output large
+  beside K: 4096 x 4096 x 16 and x 64, 8192 x 8192 x 64, 2048 x 2048 x 128, 8192 x 1024 x 256), and
+  4096^3 in fp16; in TF32 3072^3 and 2053 x 3001 x 1021.
+- Every shape passed its check; a chain of 101 dependent launches streaming 72 pairs of tiles on
+  66 clusters (4608 x 1024 x 1024: the fix-up's workspace and flags between launches) was exact in
+  bf16, fp16 and TF32 (tests/test_gpu_dependent_launch.py).
+
 Run: python -m steps.step31
 """
 

@@ -1,5 +1,6 @@
-"""Step 29 (programmatic dependent launch) without a GPU: its kernels are step 23's, each with a
-wait for its predecessor at its very top, and launched so by TVM only where that wait is there."""
+"""Steps 29-31 (programmatic dependent launch) without a GPU: their kernels are steps 23's, 26's
+and 27's, each with a wait for its predecessor at its very top, and launched so by TVM only where
+that wait is there."""
 
 import dataclasses
 import itertools
@@ -110,3 +111,34 @@ def test_the_fused_epilogue_is_step23s_too(dtype):
                 for s in (STEP23, STEP))
     more, fewer = Counter(s29.splitlines()) - Counter(s23.splitlines()), Counter(s23.splitlines()) - Counter(s29.splitlines())
     assert "erff(" in s29 and not fewer and more == Counter(WAIT_HELPER + [WAIT_CALL] * _kernels(s29))
+
+
+# Steps 30 and 31: step 29's launch on steps 26's and 27's kernels. One kernel (the parts added in
+# a cluster; stream-K where it streams, at 8192^3, and step 22's kernel where it does not), or
+# copies to padded rows and the GEMM.
+LATER = [(30, 26, (64, 1024, 8192), "bf16", 1), (30, 26, (333, 98, 98), "fp16", 3), (30, 26, (1024, 1024, 1024), "fp32", 1),
+         (31, 27, (8192, 8192, 8192), "bf16", 1), (31, 27, (8192, 1024, 256), "fp16", 1), (31, 27, (333, 98, 98), "bf16", 3)]
+
+
+@pytest.mark.parametrize("step, prior, shape, dtype, kernels", LATER,
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_steps_30_and_31_are_their_priors_kernels_each_waiting_at_its_top(step, prior, shape, dtype, kernels):
+    mine, theirs = _source(step, shape, dtype), _source(prior, shape, dtype)
+    assert _kernels(mine) == _kernels(theirs) == kernels
+    more, fewer = Counter(mine.splitlines()) - Counter(theirs.splitlines()), Counter(theirs.splitlines()) - Counter(mine.splitlines())
+    assert not fewer and more == Counter(WAIT_HELPER + [WAIT_CALL] * kernels)
+    assert mine.count("{\n" + WAIT_CALL + "\n") == kernels
+    params = _launch_params(schedules.get_step(step), shape, dtype)
+    assert len(params) == kernels and all(step29_module.DEPENDENT_LAUNCH in p for p in params)
+
+
+@pytest.mark.parametrize("step, prior", [(30, 26), (31, 27)])
+def test_steps_30_and_31_take_their_priors_configs_and_stay_out_of_models(step, prior):
+    s, p = schedules.get_step(step), schedules.get_step(prior)
+    assert s.module.PRIOR == prior and s.module.launch_passes is step29_module.launch_passes
+    for shape, dtype in (((4096, 16, 4096), "bf16"), ((8192, 8192, 8192), "fp16"), ((4096, 4096, 4096), "fp32")):
+        cfg = s.default_config(*shape, dtype)
+        assert type(cfg) is s.Config and isinstance(cfg, p.Config)
+        assert dataclasses.asdict(cfg) == dataclasses.asdict(p.default_config(*shape, dtype))
+    assert not s.builds_in_model(16, 1024, 4096) and p.builds_in_model(16, 1024, 4096)
+    assert not relax_dispatch.in_model(s, 16, 1024, 4096, "bf16")

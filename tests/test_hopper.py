@@ -19,7 +19,8 @@ import pytest
 import schedules
 from schedules import ConfigError
 from schedules.config import (Wgmma3xFP16Config, Wgmma3xTF32Config, Wgmma3xTF32PersistentConfig, WgmmaClusterConfig,
-                              WgmmaClusterSplitConfig, WgmmaConfig, WgmmaDependentLaunchConfig, WgmmaPersistentConfig,
+                              WgmmaClusterSplitConfig, WgmmaConfig, WgmmaDependentClusterSplitConfig,
+                              WgmmaDependentLaunchConfig, WgmmaDependentStreamKConfig, WgmmaPersistentConfig,
                               WgmmaPipelineConfig, WgmmaRegisterAConfig, WgmmaSplitKConfig, WgmmaStreamKConfig,
                               WgmmaTmaStoreConfig)
 from steps.commands import ladder
@@ -49,18 +50,22 @@ def kernels(src: str) -> list[tuple[str, str, str]]:
     return re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
 
 
-def test_the_hopper_rungs_are_15_to_23_and_25_to_29():
-    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27, 28, 29]
+def test_the_hopper_rungs_are_15_to_23_and_25_to_31():
+    assert [s.number for s in HOPPER] == [15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27, 28, 29, 30, 31]
     assert all(s.arch == "sm_90a" and s.tensor_cores for s in HOPPER)
-    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23, 26, 27, 29] and SPLIT_STEP.precision == "fp32"
+    assert [s.number for s in HOPPER_TF32] == [15, 16, 17, 18, 20, 21, 22, 23, 26, 27, 29, 30, 31] and SPLIT_STEP.precision == "fp32"
     assert all(s.arch is None for s in schedules.STEPS if s.number < 15)
     # Each rung's config is its prior's, or extends it; 15 starts a new kind (warpgroup tiles).
     assert [s.Config for s in HOPPER] == [WgmmaConfig, WgmmaPipelineConfig, WgmmaPipelineConfig, WgmmaRegisterAConfig,
                                           Wgmma3xTF32Config, WgmmaPersistentConfig, WgmmaClusterConfig,
                                           WgmmaTmaStoreConfig, WgmmaSplitKConfig, Wgmma3xTF32PersistentConfig,
                                           WgmmaClusterSplitConfig, WgmmaStreamKConfig, Wgmma3xFP16Config,
-                                          WgmmaDependentLaunchConfig]
-    assert issubclass(WgmmaDependentLaunchConfig, WgmmaSplitKConfig)  # step 23's config, its own name
+                                          WgmmaDependentLaunchConfig, WgmmaDependentClusterSplitConfig,
+                                          WgmmaDependentStreamKConfig]
+    # Steps 29-31: their priors' configs (23, 26, 27), each under its own name.
+    assert issubclass(WgmmaDependentLaunchConfig, WgmmaSplitKConfig)
+    assert issubclass(WgmmaDependentClusterSplitConfig, WgmmaClusterSplitConfig)
+    assert issubclass(WgmmaDependentStreamKConfig, WgmmaStreamKConfig)
     assert issubclass(Wgmma3xFP16Config, Wgmma3xTF32PersistentConfig)  # step 25's fields: --explain builds it at 28's
     assert issubclass(Wgmma3xTF32Config, WgmmaRegisterAConfig)
     assert issubclass(WgmmaTmaStoreConfig, WgmmaClusterConfig) and issubclass(WgmmaClusterConfig, WgmmaPersistentConfig)
@@ -122,8 +127,8 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
     split = getattr(cfg, "split_k", 1) > 1 and step.number in (23, 29)
     assert len(kernels(src)) == (1 if step.number >= 18 else 2) + split
     assert ("W_ptr" in src) == split == (step.number in (23, 29) and n == 256)
-    # Step 29: every kernel waits for its predecessor first (launched before that one ends).
-    assert src.count("{\n  tvm_builtin_ptx_griddepcontrol_wait();") == (len(kernels(src)) if step.number == 29 else 0)
+    # Steps 29-31: every kernel waits for its predecessor first (launched before that one ends).
+    assert src.count("{\n  tvm_builtin_ptx_griddepcontrol_wait();") == (len(kernels(src)) if step.number >= 29 else 0)
 
 
 def test_each_rung_changes_the_kernel():
@@ -239,7 +244,7 @@ def test_the_ladder_skips_the_hopper_rungs_elsewhere(capsys):
     kept = ladder.runnable_steps(list(schedules.STEPS), "sm_80")
     assert [s.number for s in kept] == list(range(1, 15)) + [24]
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27, 28, 29: they need a Hopper GPU (sm_90a: wgmma, TMA); "
+    assert err == ["python -m steps: skipping step(s) 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 26, 27, 28, 29, 30, 31: they need a Hopper GPU (sm_90a: wgmma, TMA); "
                    "this is sm_80"]
     assert ladder.runnable_steps(list(schedules.STEPS), "sm_90") == list(schedules.STEPS)
     with pytest.raises(Exception, match="need a Hopper GPU"):
