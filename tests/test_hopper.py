@@ -110,7 +110,7 @@ def test_the_cuda_holds_each_rungs_idea(step, n):
     # TMA: a tensor map per operand, passed by value; the copy engine completes an mbarrier.
     (threads, name, params), = [k for k in kernels(src) if "CUtensorMap" in k[2]]
     # A and B's; step 22 stores C through a third (and step 27, step 22's kernel at these sizes).
-    assert params.count("const __grid_constant__ CUtensorMap") == (3 if step.number in (22, 27) else 2)
+    assert params.count("const __grid_constant__ CUtensorMap") == (3 if step.number in (22, 27, 31) else 2)
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in src
     assert "mbarrier.try_wait.parity" in src and "mbarrier.arrive.expect_tx" in src
     # The GEMM kernel: dynamic shared memory (the ring and its barriers), launch bounds = threads.
