@@ -275,7 +275,7 @@ def device_passes(step: Step, cfg, K: int) -> list:
     (schedules/lowering/pipelines.py): one barrier per k slice where the config asks
     (schedules/lowering/one_barrier.py), a second accumulator where an fp32 sum runs over a long K
     (schedules/lowering/long_k.py), and the fp32 fallback for the outputs a 3xTF32 step makes NaN or tiny
-    (schedules/lowering/fp32_fallback.py), and step 29's wait at the top of each kernel. A kernel
+    (schedules/lowering/fp32_fallback.py), and steps 29-31's wait at the top of each kernel. A kernel
     that needs none builds anywhere TVM builds a PrimFunc (inside a model:
     schedules/integration/relax_dispatch.py)."""
     passes = []
@@ -285,15 +285,15 @@ def device_passes(step: Step, cfg, K: int) -> list:
         passes.append(long_k.promote_pass)
     if getattr(step.module, "FP32_FALLBACK", False):
         passes.append(fp32_fallback.fp32_fallback_pass)
-    if hasattr(step.module, "launch_passes"):  # step 29: each kernel waits for its predecessor at its top
+    if hasattr(step.module, "launch_passes"):  # steps 29-31: each kernel waits for its predecessor at its top
         passes.append(step.module.launch_passes()[1])
     return passes
 
 
 def first_passes(step: Step) -> tuple:
-    """Passes of ours run before all of TVM's, on the whole module (step 29 marks its functions'
-    kernels for programmatic dependent launch, which TVM decides where it splits host from
-    kernels; its device pass, in ``device_passes``, makes each of them wait)."""
+    """Passes of ours run before all of TVM's, on the whole module (steps 29-31 mark their
+    functions' kernels for programmatic dependent launch, which TVM decides where it splits host
+    from kernels; their device pass, in ``device_passes``, makes each of them wait)."""
     return (step.module.launch_passes()[0],) if hasattr(step.module, "launch_passes") else ()
 
 
