@@ -33,6 +33,12 @@ def _kernels(src):
     return src.count("__global__ void __launch_bounds__") // 2  # each declared, then defined
 
 
+def _only_waits_added(mine, theirs, kernels):
+    """`mine` is `theirs` line for line, plus one wait in each of `kernels` kernels and its helper."""
+    more, fewer = Counter(mine.splitlines()) - Counter(theirs.splitlines()), Counter(theirs.splitlines()) - Counter(mine.splitlines())
+    return not fewer and more == Counter(WAIT_HELPER + [WAIT_CALL] * kernels)
+
+
 @pytest.mark.parametrize("shape, dtype, kernels", SHAPES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_step29_is_step23s_kernels_each_waiting_at_its_top(shape, dtype, kernels):
     s23 = _source(STEP23, shape, dtype)
@@ -41,8 +47,7 @@ def test_step29_is_step23s_kernels_each_waiting_at_its_top(shape, dtype, kernels
     # The wait is each kernel's first statement ...
     assert s29.count("{\n" + WAIT_CALL + "\n") == kernels
     # ... and all that differs from step 23's source, but the helper that issues it.
-    more, fewer = Counter(s29.splitlines()) - Counter(s23.splitlines()), Counter(s23.splitlines()) - Counter(s29.splitlines())
-    assert not fewer and more == Counter(WAIT_HELPER + [WAIT_CALL] * kernels)
+    assert _only_waits_added(s29, s23, kernels)
     assert "launch_dependents" not in s29  # the exit trigger: the successor launches as the blocks exit
 
 
@@ -109,8 +114,7 @@ def test_the_fused_epilogue_is_step23s_too(dtype):
     ep, shape = Epilogue(bias=True, activation="gelu", beta=1.0), (256, 256, 16384)
     s23, s29 = (schedules.cuda_source(schedules.build(s, *shape, arch="sm_90a", epilogue=ep, dtype=dtype))
                 for s in (STEP23, STEP))
-    more, fewer = Counter(s29.splitlines()) - Counter(s23.splitlines()), Counter(s23.splitlines()) - Counter(s29.splitlines())
-    assert "erff(" in s29 and not fewer and more == Counter(WAIT_HELPER + [WAIT_CALL] * _kernels(s29))
+    assert "erff(" in s29 and _only_waits_added(s29, s23, _kernels(s29))
 
 
 # Steps 30 and 31: step 29's launch on steps 26's and 27's kernels. One kernel (the parts added in
@@ -125,8 +129,7 @@ LATER = [(30, 26, (64, 1024, 8192), "bf16", 1), (30, 26, (333, 98, 98), "fp16", 
 def test_steps_30_and_31_are_their_priors_kernels_each_waiting_at_its_top(step, prior, shape, dtype, kernels):
     mine, theirs = _source(step, shape, dtype), _source(prior, shape, dtype)
     assert _kernels(mine) == _kernels(theirs) == kernels
-    more, fewer = Counter(mine.splitlines()) - Counter(theirs.splitlines()), Counter(theirs.splitlines()) - Counter(mine.splitlines())
-    assert not fewer and more == Counter(WAIT_HELPER + [WAIT_CALL] * kernels)
+    assert _only_waits_added(mine, theirs, kernels)
     assert mine.count("{\n" + WAIT_CALL + "\n") == kernels
     params = _launch_params(schedules.get_step(step), shape, dtype)
     assert len(params) == kernels and all(step29_module.DEPENDENT_LAUNCH in p for p in params)
