@@ -5,6 +5,8 @@ and the README block, from fake measurements. On a GPU: tests/test_gpu_bench.py.
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import math
 import os
@@ -368,8 +370,11 @@ FAKE_ENV = {"gpu": "Fake GPU 80GB", "date": "2026-11-23T10:00:00+00:00", "tvm_ve
 
 
 def _fake_gflops(kind, shape):
-    """cuBLAS 40 TFLOPS; step 9 half of it; step 10 0.8x, 1.25x at squares; 33x65x129 host-bound."""
+    """cuBLAS 40 TFLOPS (50 timed again beside the fastest row); step 9 half of it; step 10 0.8x,
+    1.25x at squares; 33x65x129 host-bound."""
     M, N, K = shape
+    if kind == bench.AGAIN:
+        return 50000.0
     if kind == "cublas":
         return 40000.0
     if kind == 9:
@@ -382,7 +387,7 @@ def fake_jobs(failing=()):
         for job in jobs:
             kind, key, shape = job[:3]
             M, N, K = shape
-            gflops = _fake_gflops("cublas" if kind == "cublas" else key, shape)
+            gflops = _fake_gflops(kind if kind in ("cublas", bench.AGAIN) else key, shape)
             ms = 2 * M * N * K / gflops / 1e6
             bound = shape == (33, 65, 129)
             res = dict(M=M, N=N, K=K, median_ms=ms, min_ms=ms, max_ms=ms, gflops=gflops,
@@ -446,11 +451,42 @@ def test_the_fastest_row_times_the_pick_of_the_table_the_run_saves(tmp_path, fak
     m, n, k, times = next(r for r in entry["precisions"]["fp32"]["shapes"] if r[:3] == [2048, 2048, 2048])
     assert times == [pytest.approx(2 * 2048**3 / 20000 / 1e6, rel=1e-5), pytest.approx(2 * 2048**3 / 50000 / 1e6, rel=1e-5)]
     doc = shapes.load(tmp_path / "fake-gpu-80gb")
-    assert [i["key"] for i in doc["implementations"]] == ["step9", "step10", "fastest", "cublas"]
+    assert [i["key"] for i in doc["implementations"]] == ["step9", "step10", "fastest", "cublas", "cublas_again"]
     picks = [r for r in doc["results"] if r["impl"] == "fastest"]
     assert len(picks) == len(shape_set.shapes()) and {r["config"]["step"] for r in picks} == {10}
     assert "fastest (dispatch rule) against" in out and "Fastest below" not in out
+    # cuBLAS timed again beside the pick (50 TFLOPS in the fakes, 40 beside the steps): the
+    # fastest row's ratio is to that one, step 10's to the first, though both time the same kernel.
+    again = next(i for i in doc["implementations"] if i["key"] == "cublas_again")
+    assert again["beside"] == "fastest" and again["reference"] and "again beside the fastest row" in again["label"]
+    assert len([r for r in doc["results"] if r["impl"] == "cublas_again"]) == len(shape_set.shapes())
+    assert shapes.ratio(doc, "fastest", (2048, 2048, 2048)) == (pytest.approx(1.0), None)
+    assert shapes.ratio(doc, "step10", (2048, 2048, 2048)) == (pytest.approx(1.25), None)
+    csv_rows = {(r["impl"], r["M"], r["N"], r["K"]): r for r in csv.DictReader(io.StringIO(shapes.shapes_csv(doc)))}
+    assert csv_rows[("fastest", "2048", "2048", "2048")]["cublas_gflops"] == "50000"
+    assert csv_rows[("step10", "2048", "2048", "2048")]["cublas_gflops"] == "40000"
+    assert "cuBLAS again" in out
     assert schedules.fastest(2048, 2048, 2048, doc=table, gpu="Fake GPU 80GB").step.number == 10
+
+
+def test_the_second_phase_takes_the_pick_and_the_baseline_in_turns(fake_gpu, monkeypatch):
+    # Per shape the pick and cuBLAS again, one first and then the other, so neither always runs
+    # after the heavier kernel; no baseline among the references (or none at a shape): the pick alone.
+    args = bench.parser().parse_args(["--shapes", "512x512x512,1024x1024x1024,2048x2048x2048"])
+    items = bench.chosen_items(args, shapeset.load(args.shape_set))
+    choices = {i.shape: schedules.fastest(*i.shape, arch="sm_90") for i in items}
+    jobs = bench.fastest_jobs(items, choices, "sm_90", args, references.CUBLAS, "Fake GPU 80GB")
+    assert [(j[0], j[2][0]) for j in jobs] == [("fastest", 512), ("again", 512), ("again", 1024), ("fastest", 1024),
+                                             ("fastest", 2048), ("again", 2048)]
+    assert all(j[1] == "cublas" and j[3] is None for j in jobs if j[0] == "again")
+    assert [j[0] for j in bench.fastest_jobs(items, choices, "sm_90", args)] == ["fastest"] * 3
+    monkeypatch.setattr(references, "available", lambda ref, size, gpu: "no row" if size[0] == 1024 else None)
+    assert [j[0] for j in bench.fastest_jobs(items, choices, "sm_90", args, references.CUBLAS, "Fake GPU 80GB")] \
+        == ["fastest", "again", "fastest", "fastest", "again"]
+    impls = bench.implementations([schedules.get_step(10)], [references.CUBLAS], None, True, baseline="cublas")
+    assert [i.key for i in impls] == ["step10", "fastest", "cublas", "cublas_again"]
+    assert [i.key for i in bench.implementations([schedules.get_step(10)], [references.CUBLAS], None, False,
+                                                 baseline="cublas")] == ["step10", "cublas"]
 
 
 @pytest.mark.parametrize("same_set", [True, False], ids=["same-shape-set", "another-shape-set"])

@@ -16,7 +16,12 @@ fp32-accurate candidates of the dispatch rule (schedules/dispatch.py): the final
 computes in fp32 on CUDA cores (11) and the tensor-core steps that give fp32's accuracy (14, and
 19 on Hopper); then "fastest", the kernel ``schedules.fastest`` picks for each shape, timed as a
 row of its own (in a second phase, so with ``--save`` it reads the table this run is about to
-write, and without it the committed one); and cuBLAS strict fp32. It prints per shape TFLOPS and
+write, and without it the committed one); and cuBLAS strict fp32. The baseline is timed twice:
+beside the steps, shape by shape, and again in the second phase next to the pick ("again"), and
+the fastest row's ratio is to the second. A kernel's speed follows the board's power and clocks,
+which follow what ran just before: on an H200 (2026-11-29) the pick read 5-11% faster in the
+second phase than the same kernel in the first at 2048-4096³, so a ratio across the phases
+flattered it. It prints per shape TFLOPS and
 each row's ratio to cuBLAS, then per class and over the whole set the geometric mean of that
 ratio and the worst shape. ``--save`` (the whole set, every kernel passed) also writes this
 GPU's entry of ``schedules/tuned/dispatch.json``: every candidate's median per shape, the
@@ -283,7 +288,7 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
         return _build_report(key, shape, config, arch, dtype)
     # "fastest": the dispatch rule's pick, a step kernel like any other (key: its number)
     lock = sweep._gpu_lock
-    if kind == "cublas":
+    if kind in ("cublas", AGAIN):  # AGAIN: the baseline timed again beside the fastest row
         with lock:
             m = references.measure(references.BY_KEY[key], shape, None, arch, None, repeat, seed)
         _poisoned = m.error is not None and not m.error.startswith("wrong result")
@@ -369,6 +374,7 @@ class Impl:
     ref: object = None  # a references.Reference, or None for a step
     dispatch: bool = False  # the "fastest" row: schedules.fastest's pick per shape
     dtype: str = "fp32"  # the inputs'
+    beside: str | None = None  # a reference timed again in the second phase, next to this row (its key)
 
     def as_dict(self) -> dict:
         if self.dispatch:
@@ -380,17 +386,23 @@ class Impl:
                     "cuda_core_fp32": cuda_core_fp32(self.step) and self.dtype == "fp32",
                     "tolerance": harness.tolerance(self.step, self.dtype)}
         return {"key": self.key, "label": self.label, "reference": True, "precision": self.ref.precision,
-                "tolerance": self.ref.tolerance}
+                "tolerance": self.ref.tolerance, **({"beside": self.beside} if self.beside else {})}
 
 
 FASTEST = "fastest"
+AGAIN = "again"  # the job kind, and the key's suffix, of the baseline timed again beside the fastest row
 
 
-def implementations(steps, refs, gpu_name: str | None, with_fastest: bool = False, dtype: str = "fp32") -> list[Impl]:
+def implementations(steps, refs, gpu_name: str | None, with_fastest: bool = False, dtype: str = "fp32",
+                    baseline: str | None = None) -> list[Impl]:
+    """The run's rows: the steps, the fastest row, the references; with the fastest row and the
+    `baseline` among the references, that baseline once more, timed beside the fastest row."""
+    again = [Impl(f"{r.key}_{AGAIN}", f"{references.label(r, gpu_name)}, again beside the fastest row", ref=r,
+                  dtype=dtype, beside=FASTEST) for r in refs if with_fastest and r.key == baseline]
     return ([Impl(step_key(s), f"step {s.number} ({s.name_for(dtype)})", step=s, dtype=dtype) for s in steps]
             + ([Impl(FASTEST, "fastest (schedules.fastest's pick per shape)", dispatch=True, dtype=dtype)]
                if with_fastest else [])
-            + [Impl(r.key, references.label(r, gpu_name), ref=r, dtype=dtype) for r in refs])
+            + [Impl(r.key, references.label(r, gpu_name), ref=r, dtype=dtype) for r in refs] + again)
 
 
 def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name) -> tuple[list[tuple], list[str]]:
@@ -404,7 +416,7 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
     for item in items:
         for impl in impls:
             seed = int(rng.integers(2**63 - 1))
-            if impl.dispatch:  # timed in the second phase (fastest_jobs), once the table is known
+            if impl.dispatch or impl.beside:  # timed in the second phase (fastest_jobs), once the table is known
                 continue
             if impl.step is not None:
                 if not impl.step.applies_to(*item.shape):  # a rung of one kind of shape (step 24: M <= 16 or N <= 2)
@@ -435,6 +447,8 @@ def _impl_of_job(job: tuple, impls: list[Impl]) -> Impl:
     kind, key = job[0], job[1]
     if kind == FASTEST:
         return next(impl for impl in impls if impl.dispatch)
+    if kind == AGAIN:
+        return next(impl for impl in impls if impl.beside == FASTEST)
     for impl in impls:
         if (kind == "step" and impl.step is not None and impl.step.number == key) or \
                 (kind == "cublas" and impl.key == key) or \
@@ -446,7 +460,7 @@ def _impl_of_job(job: tuple, impls: list[Impl]) -> Impl:
 def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool = False) -> int:
     env = harness.environment()
     gpu_name = env.get("gpu")
-    impls = implementations(steps, refs, gpu_name, with_fastest, args.dtype)
+    impls = implementations(steps, refs, gpu_name, with_fastest, args.dtype, baseline_key(args))
     mode = "checked, not timed" if args.check_only else f"median of {args.repeat} CUDA-event samples"
     print(f"{PROG}: {', '.join(i.label for i in impls)} over {len(items)} shapes; {gpu_name} "
           f"({env.get('sm_count')} SMs, driver {env.get('driver')}), TVM {env['tvm_version']}, arch {arch}, {mode}")
@@ -479,7 +493,8 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
         # reads the table this run measured (and is about to write); without, the committed one.
         choices = {i.shape: schedules.fastest(*i.shape, precision=getattr(args, "precision", args.dtype), arch=arch,
                                               gpu=schedules.dispatch.table_gpu(gpu_name, table), doc=table) for i in items}
-        fast_jobs = fastest_jobs(items, choices, arch, args)
+        fast_jobs = fastest_jobs(items, choices, arch, args,
+                                 next((i.ref for i in impls if i.beside == FASTEST), None), gpu_name)
         progress.total += len(fast_jobs)
         jobs += fast_jobs
         run_jobs(fast_jobs, args.workers, on_result)
@@ -510,13 +525,24 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
 # --- the results document: results/<gpu>/shapes.json ---------------------------------------------
 
 
-def fastest_jobs(items: list[Item], choices: dict, arch: str, args) -> list[tuple]:
+def fastest_jobs(items: list[Item], choices: dict, arch: str, args, baseline=None,
+                 gpu_name: str | None = None) -> list[tuple]:
+    """The second phase: per shape the pick, and (`baseline`, a reference) the baseline again
+    beside it, first one and then the other in turns, so neither always follows a heavier kernel."""
     import numpy as np
 
     rng = np.random.default_rng(None if args.seed is None else args.seed + 1)  # its own seeds: timed afresh
-    return [(FASTEST, choices[i.shape].step.number, i.shape, choices[i.shape].config, arch, args.repeat,
-             int(rng.integers(2**63 - 1)), harness.tolerance(choices[i.shape].step, args.dtype), True, args.dtype)
-            for i in items]
+    jobs = []
+    for n, i in enumerate(items):
+        pick = (FASTEST, choices[i.shape].step.number, i.shape, choices[i.shape].config, arch, args.repeat,
+                int(rng.integers(2**63 - 1)), harness.tolerance(choices[i.shape].step, args.dtype), True, args.dtype)
+        seed = int(rng.integers(2**63 - 1))
+        if baseline is None or references.available(baseline, i.shape, gpu_name):
+            jobs.append(pick)
+            continue
+        again = (AGAIN, baseline.key, i.shape, None, arch, args.repeat, seed, baseline.tolerance, True, args.dtype)
+        jobs += [pick, again] if n % 2 == 0 else [again, pick]
+    return jobs
 
 
 def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: str, shape_set,
@@ -645,6 +671,8 @@ SHORT = {"cublas": "cuBLAS", "cublas_tf32": "cuBLAS TF32", "dlight": "dlight", "
 
 def _short(impl: dict) -> str:
     """A column header: 'step 10', 'cuBLAS'."""
+    if impl.get("beside"):
+        return "cuBLAS again"
     return shapes.title(impl) if "step" in impl else SHORT.get(impl["key"], impl["key"])
 
 

@@ -463,7 +463,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
             values = [shapes.ratio(doc, impl["key"], shape, index) for _, shape in order]
             bars = bottom.bar([x + offset for x in xs], [v or 0 for v, _ in values], width, color=colors[k],
                               linewidth=0)
-            _hatch_host_bound(bars, rows, [r for r in (index.get((base, s)) for _, s in order)])
+            _hatch_host_bound(bars, rows, [shapes.baseline_row(doc, impl["key"], s, index) for _, s in order])
     if has_base:
         cublas = [index.get((base, shape)) for _, shape in order]
         pts = [(x, r["gflops"] / 1e3) for x, r in zip(xs, cublas) if r and not r.get("error") and r.get("gflops")]

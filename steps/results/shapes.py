@@ -8,7 +8,8 @@ below all three. No TVM, no GPU.
 Schema ``shapes-1``: {schema, environment, method, shape_set: {path, version, sha256, complete,
 classes: [{name, rationale}]}, baseline, implementations: [{key, label, step | reference, ...}],
 results: [{class, M, N, K, impl, config, median_ms, min_ms, max_ms, gflops, rel_err, host_us,
-host_bound, error}]}.
+host_bound, error}]}. A reference implementation with ``beside: "fastest"`` is the baseline timed
+again next to the fastest row, and that row's ratios are to it (``baseline_row``).
 """
 
 from __future__ import annotations
@@ -94,11 +95,21 @@ def shapes_in_order(doc: dict) -> list[tuple[str, tuple[int, int, int]]]:
     return [(c, s) for s, c in seen.items()]
 
 
-def ratio(doc: dict, impl: str, shape, index: dict | None = None) -> tuple[float | None, str | None]:
-    """impl's TFLOPS over the baseline's at `shape`, and why not when there is none to compare:
-    a failed or missing row, or a host-bound timing on either side."""
+def baseline_row(doc: dict, impl: str, shape, index: dict | None = None) -> dict | None:
+    """The baseline's row that impl's ratio at `shape` is to: the baseline timed again beside
+    impl where the run did so (an implementation whose ``beside`` is impl: the fastest row's,
+    timed in the same phase, next to it), else the baseline's own row."""
     index = rows_by(doc) if index is None else index
-    mine, base = index.get((impl, tuple(shape))), index.get((doc["baseline"], tuple(shape)))
+    again = next((i["key"] for i in doc["implementations"] if i.get("beside") == impl), None)
+    row = index.get((again, tuple(shape))) if again else None
+    return row if row is not None else index.get((doc["baseline"], tuple(shape)))
+
+
+def ratio(doc: dict, impl: str, shape, index: dict | None = None) -> tuple[float | None, str | None]:
+    """impl's TFLOPS over the baseline's at `shape` (``baseline_row``), and why not when there is
+    none to compare: a failed or missing row, or a host-bound timing on either side."""
+    index = rows_by(doc) if index is None else index
+    mine, base = index.get((impl, tuple(shape))), baseline_row(doc, impl, shape, index)
     if mine is None or mine.get("error"):
         return None, "failed" if mine is not None else "missing"
     if base is None or base.get("error"):
@@ -205,7 +216,7 @@ def shapes_csv(doc: dict) -> str:
     index = rows_by(doc)
     labels = {i["key"]: i["label"] for i in doc["implementations"]}
     for r in doc["results"]:
-        base = index.get((doc["baseline"], _shape(r)))
+        base = baseline_row(doc, r["impl"], _shape(r), index)
         value, _ = ratio(doc, r["impl"], _shape(r), index) if r["impl"] != doc["baseline"] else (None, None)
         writer.writerow({
             "gpu": doc["environment"]["gpu"], "class": r["class"], "M": r["M"], "N": r["N"], "K": r["K"],
