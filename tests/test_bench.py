@@ -383,19 +383,23 @@ def _fake_gflops(kind, shape):
 
 
 def fake_jobs(failing=()):
+    def result(kind, key, shape):
+        M, N, K = shape
+        gflops = _fake_gflops(kind if kind in ("cublas", bench.AGAIN) else key, shape)
+        ms = 2 * M * N * K / gflops / 1e6
+        bound = shape == (33, 65, 129)
+        if (key, shape) in failing:
+            return dict(M=M, N=N, K=K, rel_err=math.inf, error="wrong result: relative error inf > 1e-05")
+        return dict(M=M, N=N, K=K, median_ms=ms, min_ms=ms, max_ms=ms, gflops=gflops,
+                    rel_err=2e-7 if kind == "step" else 1e-7, host_us=ms * 1e3 if bound else 0.1, host_bound=bound)
+
     def run_jobs(jobs, workers, on_result):
         for job in jobs:
             kind, key, shape = job[:3]
-            M, N, K = shape
-            gflops = _fake_gflops(kind if kind in ("cublas", bench.AGAIN) else key, shape)
-            ms = 2 * M * N * K / gflops / 1e6
-            bound = shape == (33, 65, 129)
-            res = dict(M=M, N=N, K=K, median_ms=ms, min_ms=ms, max_ms=ms, gflops=gflops,
-                       rel_err=2e-7 if kind != "cublas" else 1e-7, host_us=ms * 1e3 if bound else 0.1,
-                       host_bound=bound)
-            if (key, shape) in failing:
-                res = dict(M=M, N=N, K=K, rel_err=math.inf, error="wrong result: relative error inf > 1e-05")
-            on_result(job, res)
+            if len(job) > 10 and job[10]:  # the pick with cuBLAS in turns (bench._pair)
+                on_result(job, {"pick": result(kind, key, shape), bench.AGAIN: result(bench.AGAIN, job[10], shape)})
+            else:
+                on_result(job, result(kind, key, shape))
     return run_jobs
 
 
@@ -469,20 +473,19 @@ def test_the_fastest_row_times_the_pick_of_the_table_the_run_saves(tmp_path, fak
     assert schedules.fastest(2048, 2048, 2048, doc=table, gpu="Fake GPU 80GB").step.number == 10
 
 
-def test_the_second_phase_takes_the_pick_and_the_baseline_in_turns(fake_gpu, monkeypatch):
-    # Per shape the pick and cuBLAS again, one first and then the other, so neither always runs
-    # after the heavier kernel; no baseline among the references (or none at a shape): the pick alone.
+def test_the_second_phase_times_the_pick_with_the_baseline_in_one_job(fake_gpu, monkeypatch):
+    # Per shape one job: the pick, with cuBLAS's key to time in turns with it; no baseline among
+    # the references (or none at a shape): the pick alone.
     args = bench.parser().parse_args(["--shapes", "512x512x512,1024x1024x1024,2048x2048x2048"])
     items = bench.chosen_items(args, shapeset.load(args.shape_set))
     choices = {i.shape: schedules.fastest(*i.shape, arch="sm_90") for i in items}
     jobs = bench.fastest_jobs(items, choices, "sm_90", args, references.CUBLAS, "Fake GPU 80GB")
-    assert [(j[0], j[2][0]) for j in jobs] == [("fastest", 512), ("again", 512), ("again", 1024), ("fastest", 1024),
-                                             ("fastest", 2048), ("again", 2048)]
-    assert all(j[1] == "cublas" and j[3] is None for j in jobs if j[0] == "again")
-    assert [j[0] for j in bench.fastest_jobs(items, choices, "sm_90", args)] == ["fastest"] * 3
+    assert [(j[0], j[2][0], j[10]) for j in jobs] == [("fastest", 512, "cublas"), ("fastest", 1024, "cublas"),
+                                                    ("fastest", 2048, "cublas")]
+    assert [j[10] for j in bench.fastest_jobs(items, choices, "sm_90", args)] == [None] * 3
     monkeypatch.setattr(references, "available", lambda ref, size, gpu: "no row" if size[0] == 1024 else None)
-    assert [j[0] for j in bench.fastest_jobs(items, choices, "sm_90", args, references.CUBLAS, "Fake GPU 80GB")] \
-        == ["fastest", "again", "fastest", "fastest", "again"]
+    assert [j[10] for j in bench.fastest_jobs(items, choices, "sm_90", args, references.CUBLAS, "Fake GPU 80GB")] \
+        == ["cublas", None, "cublas"]
     impls = bench.implementations([schedules.get_step(10)], [references.CUBLAS], None, True, baseline="cublas")
     assert [i.key for i in impls] == ["step10", "fastest", "cublas", "cublas_again"]
     assert [i.key for i in bench.implementations([schedules.get_step(10)], [references.CUBLAS], None, False,
@@ -765,6 +768,30 @@ def test_a_fault_fails_the_job_and_poisons_its_worker(fake_worker, monkeypatch):
     assert exits == [3]
 
 
+def test_the_pick_and_cublas_in_turns_give_both_rows(fake_worker, monkeypatch):
+    # bench._pair: the pick checked, then both timed by harness.time_beside_cublas in one lock;
+    # each row its own timing, error and bound; a fault fails both and poisons the worker.
+    monkeypatch.setattr(fake_worker, "dev", "dev", raising=False)
+    calls = []
+
+    def beside(lib, dev, M, N, K, repeat, rounds, seed, tf32=False, dtype="fp32"):
+        calls.append((dev, (M, N, K), repeat, rounds, tf32, dtype))
+        return (harness.Timing(2.0, 1.9, 2.2, 90, 1, host_us=5.0, rounds_ms=[2.0, 2.1, 1.9]),
+                harness.Timing(1.0, 0.9, 1.1, 90, 1, host_us=5.0), 4e-3)
+
+    monkeypatch.setattr(harness, "time_beside_cublas", beside)
+    res = bench._job("fastest", 23, (64, 32, 16), None, "sm_90", 30, 1, 5e-3, True, "bf16", "cublas_bf16")
+    assert calls == [("dev", (64, 32, 16), 30, bench.PAIR_ROUNDS, False, "bf16")]
+    assert res["pick"]["median_ms"] == 2.0 and res["pick"]["rel_err"] == 3e-7 and res["pick"]["error"] is None
+    assert res[bench.AGAIN]["median_ms"] == 1.0 and res[bench.AGAIN]["rel_err"] == 4e-3
+    assert res[bench.AGAIN]["error"] is None  # cuBLAS bf16's own bound, not the pick's
+    bench._job("fastest", 18, (64, 32, 16), None, "sm_90", 30, 1, 5e-3, True, "fp32", "cublas_tf32")
+    assert calls[-1][4] is True  # TF32's baseline timed as TF32
+    fake_worker.fault = "an illegal memory access was encountered"
+    res = bench._job("fastest", 23, (64, 32, 16), None, "sm_90", 30, 1, 5e-3, True, "bf16", "cublas_bf16")
+    assert res["pick"]["error"] == res[bench.AGAIN]["error"] == "RuntimeError: second line" and bench._poisoned
+
+
 def test_a_build_failure_is_that_kernels_error(fake_worker, monkeypatch):
     def broken(*args):
         raise RuntimeError("NVRTC: error: something\nat line 3")
@@ -821,7 +848,8 @@ def test_a_16_bit_run_checks_in_its_dtype_and_writes_its_rows_alone(tmp_path, fa
     assert [r.key for r in refs] == ["cublas_bf16"]
     assert bench.run(chosen, refs, items, configs, "sm_90", args, shape_set, True) == 0
     dispatch._load.cache_clear()
-    assert {job[-1] for job in seen} == {"bf16"}
+    assert {job[9] for job in seen} == {"bf16"}
+    assert {job[10] for job in seen if job[0] == bench.FASTEST} == {"cublas_bf16"}  # its baseline in turns with it
     assert {job[7] for job in seen if job[0] in ("step", bench.FASTEST)} == {dtypes.tolerance("bf16")}
     entry = json.loads((tmp_path / "dispatch.json").read_text())["gpus"][0]
     assert entry["precisions"]["fp32"]["steps"] == [9, 10] and entry["precisions"]["bf16"]["steps"] == [13, 22]

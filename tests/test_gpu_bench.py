@@ -63,7 +63,11 @@ def test_save_writes_the_results_of_a_whole_set(tmp_path):
     doc = shapes.load(gpu_dir)
     # the default rows: the dispatch rule's candidates, its pick ("fastest") and cuBLAS, two shapes each
     keys = [i["key"] for i in doc["implementations"]]
-    assert keys == [f"step{s.number}" for s in bench.default_steps(harness.gpu_arch())] + ["fastest", "cublas"]
+    assert keys == [f"step{s.number}" for s in bench.default_steps(harness.gpu_arch())] + ["fastest", "cublas",
+                                                                                          "cublas_again"]
+    # the pick's ratio is to cuBLAS timed in turns with it, in the same job
+    assert shapes.baseline_row(doc, "fastest", (64, 64, 64))["impl"] == "cublas_again"
+    assert shapes.baseline_row(doc, "step11", (64, 64, 64))["impl"] == "cublas"
     # (a rung of one kind of shape, step 24 for M <= 16, has no row at the others)
     skipped = sum(not schedules.get_step(int(k[4:])).applies_to(*shape) for k in keys if k.startswith("step")
                   for shape in ((64, 64, 64), (1, 256, 128)))
@@ -86,3 +90,20 @@ def test_a_faulting_kernel_costs_that_kernel_only(arch):
     for i in range(1, 6):
         assert done[i]["error"] is None, done[i]["error"]
         assert done[i]["rel_err"] <= 1e-5 and done[i]["gflops"] > 0
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_kernel_and_cublas_are_timed_in_turns(arch, dtype):
+    # harness.time_beside_cublas: both warmed up, then rounds of each in turns; each Timing over
+    # its rounds (median of the rounds' medians), its own host-bound guard, cuBLAS checked first.
+    if not harness.cublas_available():
+        pytest.skip("CuPy or libcublas missing: pip install -e \".[cublas]\"")
+    step = 10 if dtype == "fp32" else 13
+    lib = harness._build(step, 512, 512, 512, arch, None, dtype)
+    runner = harness.KernelRunner(repeat=5, seed=1, isolate=False)
+    mine, theirs, err = harness.time_beside_cublas(lib, runner.dev, 512, 512, 512, 5, 3, seed=1, dtype=dtype)
+    assert len(mine.rounds_ms) == len(theirs.rounds_ms) == 3 and mine.samples == theirs.samples == 15
+    for t in (mine, theirs):
+        assert t.min_ms <= t.median_ms <= t.max_ms and t.median_ms > 0 and t.host_us > 0
+        assert t.median_ms == pytest.approx(sorted(t.rounds_ms)[1])
+    assert err <= (1e-5 if dtype == "fp32" else 1e-2)

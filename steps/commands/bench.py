@@ -17,11 +17,12 @@ computes in fp32 on CUDA cores (11) and the tensor-core steps that give fp32's a
 19 on Hopper); then "fastest", the kernel ``schedules.fastest`` picks for each shape, timed as a
 row of its own (in a second phase, so with ``--save`` it reads the table this run is about to
 write, and without it the committed one); and cuBLAS strict fp32. The baseline is timed twice:
-beside the steps, shape by shape, and again in the second phase next to the pick ("again"), and
-the fastest row's ratio is to the second. A kernel's speed follows the board's power and clocks,
-which follow what ran just before: on an H200 (2026-11-29) the pick read 5-11% faster in the
-second phase than the same kernel in the first at 2048-4096³, so a ratio across the phases
-flattered it. It prints per shape TFLOPS and
+beside the steps, shape by shape, and again in the second phase in turns with the pick, in the
+same job (three rounds each, ``harness.time_beside_cublas``): the row "cuBLAS again", to which
+the fastest row's ratio is. A kernel's speed follows the board's power and clocks, which follow
+what ran just before: on an H200 (2026-11-29) one timing of the same kernel read up to 11% apart
+within a run at 2048-4096³, and cuBLAS's as much, so only a ratio of two timings taken together
+means much (docs/method.md). It prints per shape TFLOPS and
 each row's ratio to cuBLAS, then per class and over the whole set the geometric mean of that
 ratio and the worst shape. ``--save`` (the whole set, every kernel passed) also writes this
 GPU's entry of ``schedules/tuned/dispatch.json``: every candidate's median per shape, the
@@ -274,12 +275,14 @@ _poisoned = False  # in a worker: a CUDA fault has broken this process's context
 
 
 def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, tolerance: float, timed: bool,
-         dtype: str = "fp32") -> dict:
-    """One kernel in a pool worker: ``kind`` "step" (key: a step number), "tvm" (key: a
-    reference's "module:function" builder, config its argument), "cublas" (key: the reference
-    key) or "build" (build and nvcc only, no GPU). Returns Measurement.as_dict() (for "build":
-    the nvcc report and an error or None). The build, and the NVRTC compile that loading does,
-    run outside the GPU lock; the float64 reference, the check and the timing inside it."""
+         dtype: str = "fp32", beside: str | None = None) -> dict:
+    """One kernel in a pool worker: ``kind`` "step" (key: a step number), "fastest" (the same,
+    the pick), "tvm" (key: a reference's "module:function" builder, config its argument), "cublas"
+    (key: the reference key) or "build" (build and nvcc only, no GPU). Returns
+    Measurement.as_dict() (for "build": the nvcc report and an error or None). The build, and the
+    NVRTC compile that loading does, run outside the GPU lock; the float64 reference, the check
+    and the timing inside it. `beside` (a cuBLAS reference's key): the kernel and that cuBLAS
+    timed in turns (``harness.time_beside_cublas``), and {"pick": ..., AGAIN: ...} returned."""
     global _poisoned
     if _poisoned:  # exit, so the pool replaces this process; the job is retried in a fresh one
         os._exit(3)
@@ -288,7 +291,7 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
         return _build_report(key, shape, config, arch, dtype)
     # "fastest": the dispatch rule's pick, a step kernel like any other (key: its number)
     lock = sweep._gpu_lock
-    if kind in ("cublas", AGAIN):  # AGAIN: the baseline timed again beside the fastest row
+    if kind == "cublas":
         with lock:
             m = references.measure(references.BY_KEY[key], shape, None, arch, None, repeat, seed)
         _poisoned = m.error is not None and not m.error.startswith("wrong result")
@@ -300,6 +303,8 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
     except Exception as exc:  # a valid config TVM or NVRTC could not compile: this kernel fails
         m.error = f"build failed: {harness._one_line(exc)}"
         return m.as_dict()
+    if beside is not None:
+        return _pair(m, lib, beside, repeat, seed, tolerance, dtype)
     with lock:
         try:
             runner = harness.KernelRunner(repeat=repeat, seed=seed, isolate=False)
@@ -311,6 +316,31 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
             _poisoned = True
             return m.as_dict()
     return harness.check_error(m, tolerance).as_dict()
+
+
+PAIR_ROUNDS = 3  # the pick and cuBLAS in turns: kernel, cuBLAS; cuBLAS, kernel; kernel, cuBLAS
+
+
+def _pair(m: harness.Measurement, lib, base_key: str, repeat: int, seed: int, tolerance: float, dtype: str) -> dict:
+    """The fastest row's job with its baseline beside it: the pick checked, then the pick and
+    cuBLAS (`base_key`) timed in turns (``harness.time_beside_cublas``); both rows' dicts."""
+    global _poisoned
+    ref = references.BY_KEY[base_key]
+    theirs = harness.Measurement(m.M, m.N, m.K)
+    with sweep._gpu_lock:
+        try:
+            runner = harness.KernelRunner(repeat=repeat, seed=seed, isolate=False)
+            m.rel_err = runner.check(lib["main"], m.M, m.N, m.K, dtype)
+            mine_t, theirs_t, theirs.rel_err = harness.time_beside_cublas(
+                lib, runner.dev, m.M, m.N, m.K, repeat, PAIR_ROUNDS, seed, tf32=ref.tf32, dtype=dtype)
+        except Exception as exc:  # a load, launch or fault: CUDA's context here may be gone
+            m.error = theirs.error = harness._one_line(exc)
+            _poisoned = True
+            return {"pick": m.as_dict(), AGAIN: theirs.as_dict()}
+    m.set_timing(mine_t)
+    theirs.set_timing(theirs_t)
+    return {"pick": harness.check_error(m, tolerance).as_dict(),
+            AGAIN: harness.check_error(theirs, ref.tolerance).as_dict()}
 
 
 def _build_report(number: int, shape, config, arch: str, dtype: str = "fp32") -> dict:
@@ -390,7 +420,7 @@ class Impl:
 
 
 FASTEST = "fastest"
-AGAIN = "again"  # the job kind, and the key's suffix, of the baseline timed again beside the fastest row
+AGAIN = "again"  # the key's suffix of the baseline timed again, in turns with the fastest row
 
 
 def implementations(steps, refs, gpu_name: str | None, with_fastest: bool = False, dtype: str = "fp32",
@@ -447,8 +477,6 @@ def _impl_of_job(job: tuple, impls: list[Impl]) -> Impl:
     kind, key = job[0], job[1]
     if kind == FASTEST:
         return next(impl for impl in impls if impl.dispatch)
-    if kind == AGAIN:
-        return next(impl for impl in impls if impl.beside == FASTEST)
     for impl in impls:
         if (kind == "step" and impl.step is not None and impl.step.number == key) or \
                 (kind == "cublas" and impl.key == key) or \
@@ -472,7 +500,14 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
     progress = ladder.Progress(len(jobs))
 
     def on_result(job, res):
-        impl = _impl_of_job(job, impls)
+        if len(job) > 10 and job[10]:  # the pick and its baseline, timed in turns (_pair)
+            pair = res if "pick" in res else {"pick": res, AGAIN: res}  # a worker that died: both failed
+            one(job, _impl_of_job(job, impls), pair["pick"])
+            one(job, next(i for i in impls if i.beside == FASTEST), pair[AGAIN])
+        else:
+            one(job, _impl_of_job(job, impls), res)
+
+    def one(job, impl, res):
         m = harness.Measurement(**res)
         measured[(impl.key, job[2])] = m
         outcome = ("ok" if args.check_only else f"{m.gflops / 1e3:.2f} TFLOPS") if m.ok else f"FAILED ({m.error})"
@@ -495,7 +530,7 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
                                               gpu=schedules.dispatch.table_gpu(gpu_name, table), doc=table) for i in items}
         fast_jobs = fastest_jobs(items, choices, arch, args,
                                  next((i.ref for i in impls if i.beside == FASTEST), None), gpu_name)
-        progress.total += len(fast_jobs)
+        progress.total += len(fast_jobs) + sum(1 for j in fast_jobs if j[10])
         jobs += fast_jobs
         run_jobs(fast_jobs, args.workers, on_result)
     env = harness.environment()  # again, now that the GPU is warm: clocks under load
@@ -527,21 +562,17 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
 
 def fastest_jobs(items: list[Item], choices: dict, arch: str, args, baseline=None,
                  gpu_name: str | None = None) -> list[tuple]:
-    """The second phase: per shape the pick, and (`baseline`, a reference) the baseline again
-    beside it, first one and then the other in turns, so neither always follows a heavier kernel."""
+    """The second phase, a job per shape: the pick, and with `baseline` (a cuBLAS reference) that
+    baseline timed in turns with it in the same job (``_pair``)."""
     import numpy as np
 
     rng = np.random.default_rng(None if args.seed is None else args.seed + 1)  # its own seeds: timed afresh
     jobs = []
-    for n, i in enumerate(items):
-        pick = (FASTEST, choices[i.shape].step.number, i.shape, choices[i.shape].config, arch, args.repeat,
-                int(rng.integers(2**63 - 1)), harness.tolerance(choices[i.shape].step, args.dtype), True, args.dtype)
-        seed = int(rng.integers(2**63 - 1))
-        if baseline is None or references.available(baseline, i.shape, gpu_name):
-            jobs.append(pick)
-            continue
-        again = (AGAIN, baseline.key, i.shape, None, arch, args.repeat, seed, baseline.tolerance, True, args.dtype)
-        jobs += [pick, again] if n % 2 == 0 else [again, pick]
+    for i in items:
+        beside = None if baseline is None or references.available(baseline, i.shape, gpu_name) else baseline.key
+        jobs.append((FASTEST, choices[i.shape].step.number, i.shape, choices[i.shape].config, arch, args.repeat,
+                     int(rng.integers(2**63 - 1)), harness.tolerance(choices[i.shape].step, args.dtype), True,
+                     args.dtype, beside))
     return jobs
 
 

@@ -563,6 +563,20 @@ def time_graph(call, stream, repeat: int) -> Timing:
     a CUDA graph once; after ``WARMUP_MS`` of replays, each sample is CUDA events around one
     replay, divided by ``number``. The host submits one graph per sample, so ``host_us`` (the guard's
     submission time) is one replay's submission divided by ``number``."""
+    replay, sample, number = graph_sampler(call, stream)
+    # Warm-up, as time_evaluator's: replays for WARMUP_MS (the first also uploads the graph).
+    for _ in range(max(1, math.ceil(WARMUP_MS / TARGET_SAMPLE_MS))):
+        replay()
+    stream.synchronize()
+    timing = summarize([sample() for _ in range(repeat)], number)
+    timing.host_us = host_submit_us(replay, stream.synchronize, timing.median_ms * number) / number
+    return timing
+
+
+def graph_sampler(call, stream):
+    """``number`` calls of `call` (~1 ms of GPU work, from a probe of 3 plain calls) captured in a
+    CUDA graph: (replay, sample, number), where sample() is CUDA events around one replay, in ms
+    per call."""
     import cupy as cp
 
     def events_around(submit, number: int) -> float:
@@ -585,13 +599,60 @@ def time_graph(call, stream, repeat: int) -> Timing:
     finally:
         graph = stream.end_capture()
     replay = lambda: graph.launch(stream)  # noqa: E731
-    # Warm-up, as time_evaluator's: replays for WARMUP_MS (the first also uploads the graph).
-    for _ in range(max(1, math.ceil(WARMUP_MS / TARGET_SAMPLE_MS))):
-        replay()
-    stream.synchronize()
-    timing = summarize([events_around(replay, number) for _ in range(repeat)], number)
-    timing.host_us = host_submit_us(replay, stream.synchronize, timing.median_ms * number) / number
-    return timing
+    return replay, lambda: events_around(replay, number), number
+
+
+def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: int, seed: int | None = None,
+                       tf32: bool = False, dtype: str = "fp32") -> tuple[Timing, Timing, float]:
+    """A TVM kernel and cuBLAS on one shape, timed in turns in one process: (the kernel's Timing,
+    cuBLAS's, cuBLAS's relative error against float64).
+
+    cuBLAS is checked as in ``time_cublas``, then both warm up (WARMUP_MS each) and run `rounds`
+    rounds of `repeat` samples each, the kernel first in even rounds and cuBLAS first in odd ones.
+    Each Timing is over its rounds as ``alternating_timings``'s (median_ms the median of the rounds'
+    medians, rounds_ms those). Why: a kernel's speed follows the board's power and clocks, which
+    follow what ran just before; on an H200 (2026-11-29) one timing of the same kernel read up to
+    11% apart within a run at 2048-4096³, and cuBLAS as much, so a ratio is only worth what the two
+    saw in common."""
+    import cupy as cp
+    import tvm
+
+    def on_device(x):
+        return tvm.runtime.tensor(x, dev) if dtype == "fp32" else dtypes.to_device(tvm, x, dtype, dev)
+
+    a, b = random_operands(M, N, K, np.random.default_rng(seed), dtype)
+    gemm = CublasGemm(cp.asarray(a), cp.asarray(b), cp.asarray(dtypes.nan_filled((M, N), dtype)), tf32=tf32,
+                      dtype=dtype)
+    cp.cuda.Device().synchronize()  # the copies and the fill ran on another stream (time_cublas)
+    try:
+        gemm()
+        gemm.stream.synchronize()
+        err = relative_error(cp.asnumpy(gemm._keep[2]), dtypes.reference(a, b, dtype), dtype)
+        replay, sample, number = graph_sampler(gemm, gemm.stream)
+        args = [on_device(x) for x in (a, b, dtypes.zeros((M, N), dtype))]
+        mod = lib.mod
+        mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=int(WARMUP_MS))(*args)
+        mine_number = launches_per_sample(mod.time_evaluator("main", dev, number=3, repeat=1)(*args).mean * 1e3)
+        timer = mod.time_evaluator("main", dev, number=mine_number, repeat=repeat)
+        for _ in range(max(1, math.ceil(WARMUP_MS / TARGET_SAMPLE_MS))):
+            replay()
+        gemm.stream.synchronize()
+        medians: tuple[list, list] = ([], [])
+        samples: tuple[list, list] = ([], [])
+        for r in range(rounds):
+            for who in ((0, 1) if r % 2 == 0 else (1, 0)):
+                ms = [x * 1e3 for x in timer(*args).results] if who == 0 else [sample() for _ in range(repeat)]
+                medians[who].append(statistics.median(ms))
+                samples[who].extend(ms)
+        mine, theirs = (Timing(statistics.median(m), min(x), max(x), len(x), n, rounds_ms=m)
+                        for m, x, n in zip(medians, samples, (mine_number, number)))
+        func = lib["main"]
+        mine.host_us = host_submit_us(lambda: func(*args), dev.sync, mine.median_ms)
+        theirs.host_us = host_submit_us(replay, gemm.stream.synchronize, theirs.median_ms * number) / number
+    finally:
+        gemm.stream.synchronize()
+        gemm.close()
+    return mine, theirs, err
 
 
 def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = None,
