@@ -492,6 +492,29 @@ def test_the_second_phase_times_the_pick_with_the_baseline_in_one_job(fake_gpu, 
                                                  baseline="cublas")] == ["step10", "cublas"]
 
 
+def test_in_turns_times_every_step_beside_its_own_cublas(tmp_path, fake_gpu, capsys, monkeypatch):
+    # --in-turns: each step's job times it in turns with cuBLAS (50 TFLOPS in the fakes, 40 in
+    # the first phase's own row), a row per step, and each step's ratio is to its own.
+    fake_gpu()
+    printed = []
+    report = bench.format_report
+    monkeypatch.setattr(bench, "format_report", lambda doc: printed.append(doc) or report(doc))
+    assert fake_run(tmp_path, ["--class", "square", "--in-turns"]) == 0
+    doc = printed[0]
+    assert [i["key"] for i in doc["implementations"]] == ["step9", "step10", "cublas", "cublas_again_step9",
+                                                          "cublas_again_step10"]
+    assert {i["beside"] for i in doc["implementations"] if i.get("beside")} == {"step9", "step10"}
+    assert shapes.ratio(doc, "step10", (2048, 2048, 2048)) == (pytest.approx(1.0), None)
+    assert shapes.ratio(doc, "step9", (2048, 2048, 2048)) == (pytest.approx(0.4), None)
+    out = capsys.readouterr().out
+    assert "cuBLAS (step10)" in out and "step 10 (unroll + tuning) against cuBLAS fp32" in out
+    summary = out.split("step 10 (unroll + tuning) against cuBLAS fp32 (TF32 off)")[1]
+    assert summary.splitlines()[2].split()[:3] == ["square", "8", "1.00x"]
+    assert bench.main(["--in-turns", "--check-only"]) == options.EXIT_USAGE
+    assert bench.main(["--in-turns", "--references", "dlight", "--steps", "11"]) == options.EXIT_USAGE
+    assert "give it among --references" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("same_set", [True, False], ids=["same-shape-set", "another-shape-set"])
 def test_a_run_keeps_the_table_of_a_precision_it_did_not_time(tmp_path, fake_gpu, shape_set, same_set):
     # This GPU's TF32 rows, measured before on the same set, survive an fp32 run's --save; on

@@ -107,3 +107,12 @@ def test_a_kernel_and_cublas_are_timed_in_turns(arch, dtype):
         assert t.min_ms <= t.median_ms <= t.max_ms and t.median_ms > 0 and t.host_us > 0
         assert t.median_ms == pytest.approx(sorted(t.rounds_ms)[1])
     assert err <= (1e-5 if dtype == "fp32" else 1e-2)
+
+
+def test_in_turns_gives_each_step_its_own_cublas_row():
+    if not harness.cublas_available():
+        pytest.skip("CuPy or libcublas missing: pip install -e \".[cublas]\"")
+    proc = run("--steps", "10", "--shapes", "256x256x256", "--in-turns", "--repeat", "3", "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "cuBLAS (step10)" in proc.stdout and "in turns with step 10" in proc.stdout
+    assert "FAILED" not in proc.stdout + proc.stderr

@@ -7,6 +7,7 @@
                                                     # and schedules/tuned/dispatch.json (the dispatch table)
     python -m steps.bench --steps 13,18,20,22,23 --save-dispatch   # the TF32 rows, against cuBLAS TF32
     python -m steps.bench --dtype bf16 --save-dispatch    # bf16 inputs: the bf16 rows (every step with a bf16 form)
+    python -m steps.bench --dtype bf16 --steps 27,29 --shapes 4096x4096x4096 --in-turns   # each step in turns with cuBLAS
     python -m steps.bench --steps all --check-only  # every step correct on every shape; nothing timed
     python -m steps.bench --build-only              # anywhere: build every kernel, report its resources
     python -m steps.bench --list                    # the shape set: classes, why, shapes
@@ -22,7 +23,8 @@ same job (three rounds each, ``harness.time_beside_cublas``): the row "cuBLAS ag
 the fastest row's ratio is. A kernel's speed follows the board's power and clocks, which follow
 what ran just before: on an H200 (2026-11-29) one timing of the same kernel read up to 11% apart
 within a run at 2048-4096³, and cuBLAS's as much, so only a ratio of two timings taken together
-means much (docs/method.md). It prints per shape TFLOPS and
+means much (docs/method.md). ``--in-turns`` times every step so too (cuBLAS once per step and
+shape: for a few shapes, where a ratio has to decide a bar). It prints per shape TFLOPS and
 each row's ratio to cuBLAS, then per class and over the whole set the geometric mean of that
 ratio and the worst shape. ``--save`` (the whole set, every kernel passed) also writes this
 GPU's entry of ``schedules/tuned/dispatch.json``: every candidate's median per shape, the
@@ -160,6 +162,10 @@ def parser() -> argparse.ArgumentParser:
                    help="check every kernel against float64 and time none (needs a GPU)")
     p.add_argument("--build-only", action="store_true",
                    help="build every kernel and report threads, shared memory, registers; no GPU needed")
+    p.add_argument("--in-turns", action="store_true",
+                   help="time every step in turns with the baseline, in one job (three rounds each), and each "
+                        "step's ratio to that cuBLAS: a ratio that decides a bar, for a few shapes (it times cuBLAS "
+                        "once per step); the fastest row is always timed so")
     p.add_argument("--list", action="store_true", help="print the shape set (classes, rationale, shapes) and stop")
     options.add_dtype_option(p)
     p.add_argument("--shape-set", type=Path, default=shapeset.SHAPES_PATH, help=argparse.SUPPRESS)
@@ -184,6 +190,8 @@ def check_options(args) -> None:
         raise options.UsageError("--list prints the shapes only; drop --steps")
     if args.fastest and (args.check_only or args.build_only or args.list):
         raise options.UsageError("--fastest is a timed row; drop --check-only, --build-only or --list")
+    if args.in_turns and (args.check_only or args.build_only or args.list):
+        raise options.UsageError("--in-turns is a way of timing; drop --check-only, --build-only or --list")
 
 
 @dataclass(frozen=True)
@@ -252,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         refs = references.for_dtype([baseline] if args.references is None else args.references, dtype)
         if args.check_only or args.build_only:
             refs = []
+        if args.in_turns and baseline_key(args) not in {r.key for r in refs}:
+            raise options.UsageError(f"--in-turns times each step beside its baseline ({baseline_key(args)}); "
+                                     "give it among --references")
         configs = {(s.number, i.shape): cli._checked_config(s, *i.shape, dtype=dtype) for s in steps for i in items}
         arch = options.pick_arch(PROG, args.arch, timing=not args.build_only)
         steps = ladder.runnable_steps(steps, arch, PROG)
@@ -322,8 +333,9 @@ PAIR_ROUNDS = 3  # the pick and cuBLAS in turns: kernel, cuBLAS; cuBLAS, kernel;
 
 
 def _pair(m: harness.Measurement, lib, base_key: str, repeat: int, seed: int, tolerance: float, dtype: str) -> dict:
-    """The fastest row's job with its baseline beside it: the pick checked, then the pick and
-    cuBLAS (`base_key`) timed in turns (``harness.time_beside_cublas``); both rows' dicts."""
+    """A kernel's job with its baseline beside it (the fastest row's; with --in-turns, each
+    step's): the kernel checked, then it and cuBLAS (`base_key`) timed in turns
+    (``harness.time_beside_cublas``); both rows' dicts, the kernel's under "pick"."""
     global _poisoned
     ref = references.BY_KEY[base_key]
     theirs = harness.Measurement(m.M, m.N, m.K)
@@ -377,7 +389,7 @@ def build_only(steps, items, configs, arch, workers: int, dtype: str = "fp32") -
     jobs = [("build", s.number, i.shape, configs[(s.number, i.shape)], arch, 0, 0, 0.0, False, dtype)
             for s in steps for i in items]
     done: dict = {}
-    progress = ladder.Progress(len(jobs))
+    progress = ladder.Progress(len(jobs) + sum(1 for j in jobs if j[10:] and j[10]))
 
     def on_result(job, res):
         done[(job[1], job[2])] = res
@@ -424,11 +436,20 @@ AGAIN = "again"  # the key's suffix of the baseline timed again, in turns with t
 
 
 def implementations(steps, refs, gpu_name: str | None, with_fastest: bool = False, dtype: str = "fp32",
-                    baseline: str | None = None) -> list[Impl]:
+                    baseline: str | None = None, in_turns: bool = False) -> list[Impl]:
     """The run's rows: the steps, the fastest row, the references; with the fastest row and the
-    `baseline` among the references, that baseline once more, timed beside the fastest row."""
-    again = [Impl(f"{r.key}_{AGAIN}", f"{references.label(r, gpu_name)}, again beside the fastest row", ref=r,
-                  dtype=dtype, beside=FASTEST) for r in refs if with_fastest and r.key == baseline]
+    `baseline` among the references, that baseline once more, timed in turns with the fastest row;
+    `in_turns`, once more for each step too."""
+    base = next((r for r in refs if r.key == baseline), None)
+    again = []
+    if base is not None:
+        label = references.label(base, gpu_name)
+        if with_fastest:
+            again.append(Impl(f"{base.key}_{AGAIN}", f"{label}, again beside the fastest row", ref=base, dtype=dtype,
+                              beside=FASTEST))
+        if in_turns:
+            again += [Impl(f"{base.key}_{AGAIN}_{step_key(s)}", f"{label}, in turns with step {s.number}", ref=base,
+                           dtype=dtype, beside=step_key(s)) for s in steps]
     return ([Impl(step_key(s), f"step {s.number} ({s.name_for(dtype)})", step=s, dtype=dtype) for s in steps]
             + ([Impl(FASTEST, "fastest (schedules.fastest's pick per shape)", dispatch=True, dtype=dtype)]
                if with_fastest else [])
@@ -454,8 +475,10 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
                         shapeset.shape_text(item.shape))
                     continue
                 cfg = configs[(impl.step.number, item.shape)]
+                beside = next((i.ref.key for i in impls if i.beside == impl.key
+                               and not references.available(i.ref, item.shape, gpu_name)), None)
                 jobs.append(("step", impl.step.number, item.shape, cfg, arch, args.repeat, seed,
-                             harness.tolerance(impl.step, dtype), timed, dtype))
+                             harness.tolerance(impl.step, dtype), timed, dtype, beside))
                 continue
             why_not = references.available(impl.ref, item.shape, gpu_name)
             if why_not:
@@ -488,7 +511,7 @@ def _impl_of_job(job: tuple, impls: list[Impl]) -> Impl:
 def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool = False) -> int:
     env = harness.environment()
     gpu_name = env.get("gpu")
-    impls = implementations(steps, refs, gpu_name, with_fastest, args.dtype, baseline_key(args))
+    impls = implementations(steps, refs, gpu_name, with_fastest, args.dtype, baseline_key(args), args.in_turns)
     mode = "checked, not timed" if args.check_only else f"median of {args.repeat} CUDA-event samples"
     print(f"{PROG}: {', '.join(i.label for i in impls)} over {len(items)} shapes; {gpu_name} "
           f"({env.get('sm_count')} SMs, driver {env.get('driver')}), TVM {env['tvm_version']}, arch {arch}, {mode}")
@@ -500,10 +523,11 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
     progress = ladder.Progress(len(jobs))
 
     def on_result(job, res):
-        if len(job) > 10 and job[10]:  # the pick and its baseline, timed in turns (_pair)
+        if len(job) > 10 and job[10]:  # a kernel and its baseline, timed in turns (_pair)
             pair = res if "pick" in res else {"pick": res, AGAIN: res}  # a worker that died: both failed
-            one(job, _impl_of_job(job, impls), pair["pick"])
-            one(job, next(i for i in impls if i.beside == FASTEST), pair[AGAIN])
+            impl = _impl_of_job(job, impls)
+            one(job, impl, pair["pick"])
+            one(job, next(i for i in impls if i.beside == impl.key), pair[AGAIN])
         else:
             one(job, _impl_of_job(job, impls), res)
 
@@ -703,7 +727,7 @@ SHORT = {"cublas": "cuBLAS", "cublas_tf32": "cuBLAS TF32", "dlight": "dlight", "
 def _short(impl: dict) -> str:
     """A column header: 'step 10', 'cuBLAS'."""
     if impl.get("beside"):
-        return "cuBLAS again"
+        return "cuBLAS again" if impl["beside"] == FASTEST else f"cuBLAS ({impl['beside']})"
     return shapes.title(impl) if "step" in impl else SHORT.get(impl["key"], impl["key"])
 
 
