@@ -389,7 +389,7 @@ def build_only(steps, items, configs, arch, workers: int, dtype: str = "fp32") -
     jobs = [("build", s.number, i.shape, configs[(s.number, i.shape)], arch, 0, 0, 0.0, False, dtype)
             for s in steps for i in items]
     done: dict = {}
-    progress = ladder.Progress(len(jobs) + sum(1 for j in jobs if j[10:] and j[10]))
+    progress = ladder.Progress(len(jobs))
 
     def on_result(job, res):
         done[(job[1], job[2])] = res
@@ -416,7 +416,7 @@ class Impl:
     ref: object = None  # a references.Reference, or None for a step
     dispatch: bool = False  # the "fastest" row: schedules.fastest's pick per shape
     dtype: str = "fp32"  # the inputs'
-    beside: str | None = None  # a reference timed again in the second phase, next to this row (its key)
+    beside: str | None = None  # the baseline again, timed in turns with this row (the key of the fastest or a step row)
 
     def as_dict(self) -> dict:
         if self.dispatch:
@@ -432,7 +432,7 @@ class Impl:
 
 
 FASTEST = "fastest"
-AGAIN = "again"  # the key's suffix of the baseline timed again, in turns with the fastest row
+AGAIN = "again"  # the key's suffix of the baseline timed again, in turns with the fastest row (or a step's)
 
 
 def implementations(steps, refs, gpu_name: str | None, with_fastest: bool = False, dtype: str = "fp32",
@@ -520,7 +520,7 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
         print(note, file=sys.stderr)
     started = time.monotonic()
     measured: dict = {}
-    progress = ladder.Progress(len(jobs))
+    progress = ladder.Progress(len(jobs) + sum(1 for j in jobs if j[10:] and j[10]))  # a pair reports two rows
 
     def on_result(job, res):
         if len(job) > 10 and job[10]:  # a kernel and its baseline, timed in turns (_pair)

@@ -8,8 +8,9 @@ below all three. No TVM, no GPU.
 Schema ``shapes-1``: {schema, environment, method, shape_set: {path, version, sha256, complete,
 classes: [{name, rationale}]}, baseline, implementations: [{key, label, step | reference, ...}],
 results: [{class, M, N, K, impl, config, median_ms, min_ms, max_ms, gflops, rel_err, host_us,
-host_bound, error}]}. A reference implementation with ``beside: "fastest"`` is the baseline timed
-again next to the fastest row, and that row's ratios are to it (``baseline_row``).
+host_bound, error}]}. A reference implementation with ``beside: KEY`` is the baseline timed again
+in turns with implementation KEY (the fastest row; with --in-turns each step), and KEY's ratios
+are to it (``baseline_row``).
 """
 
 from __future__ import annotations
@@ -96,9 +97,9 @@ def shapes_in_order(doc: dict) -> list[tuple[str, tuple[int, int, int]]]:
 
 
 def baseline_row(doc: dict, impl: str, shape, index: dict | None = None) -> dict | None:
-    """The baseline's row that impl's ratio at `shape` is to: the baseline timed again beside
-    impl where the run did so (an implementation whose ``beside`` is impl: the fastest row's,
-    timed in the same phase, next to it), else the baseline's own row."""
+    """The baseline's row that impl's ratio at `shape` is to: the baseline timed in turns with
+    impl where the run did so (an implementation whose ``beside`` is impl), else the baseline's
+    own row."""
     index = rows_by(doc) if index is None else index
     again = next((i["key"] for i in doc["implementations"] if i.get("beside") == impl), None)
     row = index.get((again, tuple(shape))) if again else None
