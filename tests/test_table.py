@@ -208,6 +208,23 @@ def test_other_gpu_pages_match_committed_results():
     assert not (results.RESULTS_DIR / table.primary_gpu(by_gpu) / "README.md").exists()
 
 
+def test_a_gpu_page_shows_each_precisions_shape_benchmark(tmp_path):
+    # A GPU measured in 16 bits and TF32 alone (no fp32 shapes.json) still shows its rows, each
+    # block against its own cuBLAS and with its own plot.
+    gpu_dir = tmp_path / "results" / "nvidia-h200"
+    for precision in ("tf32", "bf16"):
+        (gpu_dir / precision).mkdir(parents=True)
+        src = results.RESULTS_DIR / "nvidia-h200" / precision
+        for name in ("shapes.json", "shapes.png"):
+            (gpu_dir / precision / name).write_bytes((src / name).read_bytes())
+    docs = table._gpu_dirs(results.RESULTS_DIR)["nvidia-h200"]
+    page = table.gpu_page(tmp_path / "results", "nvidia-h200", docs)
+    tf32_at, bf16_at = page.index("against cuBLAS TF32 in the same run"), page.index("against cuBLAS bf16")
+    assert "## The benchmark shape set" in page and tf32_at < bf16_at and "against cuBLAS fp16" not in page
+    assert "× cuBLAS TF32, grouped by class](tf32/shapes.png)" in page[tf32_at:bf16_at]
+    assert "](bf16/shapes.png)" in page[bf16_at:]
+
+
 def test_bad_input_is_one_line_exit_2():
     proc = subprocess.run([sys.executable, "-m", "steps.table", "--bogus"], capture_output=True, text=True,
                           timeout=120)
