@@ -12,6 +12,7 @@ Method (the same for TVM kernels and cuBLAS):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -607,27 +608,19 @@ def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: in
     """A TVM kernel and cuBLAS on one shape, timed in turns in one process: (the kernel's Timing,
     cuBLAS's, cuBLAS's relative error against float64).
 
-    cuBLAS is checked as in ``time_cublas``, then both warm up (WARMUP_MS each) and run `rounds`
+    cuBLAS is checked (``checked_cublas``), then both warm up (WARMUP_MS each) and run `rounds`
     rounds of `repeat` samples each, the kernel first in even rounds and cuBLAS first in odd ones.
     Each Timing is over its rounds as ``alternating_timings``'s (median_ms the median of the rounds'
     medians, rounds_ms those). Why: a kernel's speed follows the board's power and clocks, which
     follow what ran just before; on an H200 (2026-11-29) one timing of the same kernel read up to
     11% apart within a run at 2048-4096³, and cuBLAS as much, so a ratio is only worth what the two
     saw in common."""
-    import cupy as cp
     import tvm
 
     def on_device(x):
         return tvm.runtime.tensor(x, dev) if dtype == "fp32" else dtypes.to_device(tvm, x, dtype, dev)
 
-    a, b = random_operands(M, N, K, np.random.default_rng(seed), dtype)
-    gemm = CublasGemm(cp.asarray(a), cp.asarray(b), cp.asarray(dtypes.nan_filled((M, N), dtype)), tf32=tf32,
-                      dtype=dtype)
-    cp.cuda.Device().synchronize()  # the copies and the fill ran on another stream (time_cublas)
-    try:
-        gemm()
-        gemm.stream.synchronize()
-        err = relative_error(cp.asnumpy(gemm._keep[2]), dtypes.reference(a, b, dtype), dtype)
+    with checked_cublas(M, N, K, seed, tf32, dtype) as (gemm, a, b, err):
         replay, sample, number = graph_sampler(gemm, gemm.stream)
         args = [on_device(x) for x in (a, b, dtypes.zeros((M, N), dtype))]
         mod = lib.mod
@@ -649,9 +642,6 @@ def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: in
         func = lib["main"]
         mine.host_us = host_submit_us(lambda: func(*args), dev.sync, mine.median_ms)
         theirs.host_us = host_submit_us(replay, gemm.stream.synchronize, theirs.median_ms * number) / number
-    finally:
-        gemm.stream.synchronize()
-        gemm.close()
     return mine, theirs, err
 
 
@@ -660,9 +650,17 @@ def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = Non
     """cuBLAS GEMM, strict fp32 (or TF32 with ``tf32``; or 16-bit inputs and C with fp32 sums,
     `dtype` fp16 / bf16): (timing, relative error vs float64).
 
-    Checked like the steps (fresh inputs, C poisoned with NaN, one plain call; the reference the
-    float64 product of the inputs as cuBLAS reads them), then timed by ``time_graph``.
+    Checked like the steps (``checked_cublas``), then timed by ``time_graph``.
     """
+    with checked_cublas(M, N, K, seed, tf32, dtype) as (gemm, _, _, err):
+        return time_graph(gemm, gemm.stream, repeat), err
+
+
+@contextlib.contextmanager
+def checked_cublas(M: int, N: int, K: int, seed: int | None, tf32: bool = False, dtype: str = "fp32"):
+    """cuBLAS on fresh inputs (seeded), checked like the steps (C poisoned with NaN, one plain call;
+    the reference the float64 product of the inputs as cuBLAS reads them): yields (the CublasGemm,
+    A, B as host arrays, the relative error), and closes its handle after."""
     import cupy as cp
 
     a, b = random_operands(M, N, K, np.random.default_rng(seed), dtype)
@@ -675,12 +673,10 @@ def time_cublas(M: int, N: int, K: int, repeat: int = 30, seed: int | None = Non
     try:
         gemm()
         gemm.stream.synchronize()
-        err = relative_error(cp.asnumpy(gemm._keep[2]), dtypes.reference(a, b, dtype), dtype)
-        timing = time_graph(gemm, gemm.stream, repeat)
+        yield gemm, a, b, relative_error(cp.asnumpy(gemm._keep[2]), dtypes.reference(a, b, dtype), dtype)
     finally:
         gemm.stream.synchronize()
         gemm.close()
-    return timing, err
 
 
 # --- what the results are stamped with --------------------------------------------------
