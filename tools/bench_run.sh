@@ -42,21 +42,22 @@ AUDIT_SHAPES=640x640x640,1280x1280x1280,2560x2560x2560,3584x3584x3584,3072x48x30
 # The TF32 and 16-bit candidates name step 27, not 22: where 27 does not stream (every shape of the
 # set; 3584^3 of the audit streams) it is step 22's kernel byte for byte, and where it streams
 # (8192^3: 1.02-1.05x cuBLAS bf16 against step 22's 1.01x, H200) the table then holds the faster one.
-if [ "${TF32:-0}" = 1 ]; then  # the TF32 rows (steps 13, 18, 20, 23, 26, 27, 29-31) and results/<gpu>/tf32/
+TF32_STEPS=13,18,20,23,26,27,29,30,31 SIXTEEN_BIT_STEPS=13,18,20,23,24,26,27,29,30,31  # the rows' candidates, and the audit's
+if [ "${TF32:-0}" = 1 ]; then  # the TF32 rows and results/<gpu>/tf32/
   t0=$SECONDS
-  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps 13,18,20,23,26,27,29,30,31 --fastest --save \
+  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps $TF32_STEPS --fastest --save \
     > logs/bench-tf32.out 2> logs/bench-tf32.err
   echo "tf32 rows rc=$? $((SECONDS-t0))s"; tail -n 12 logs/bench-tf32.out; tail -n 3 logs/bench-tf32.err
 fi
 if [ -n "${ROWS16:-}" ]; then  # one 16-bit dtype's rows (the Hopper rungs, step 13, step 24) and results/<gpu>/<dtype>/
   t0=$SECONDS
   timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --dtype "$ROWS16" \
-    --steps 13,18,20,23,24,26,27,29,30,31 --fastest --save > "logs/bench-$ROWS16.out" 2> "logs/bench-$ROWS16.err"
+    --steps $SIXTEEN_BIT_STEPS --fastest --save > "logs/bench-$ROWS16.out" 2> "logs/bench-$ROWS16.err"
   echo "$ROWS16 rows rc=$? $((SECONDS-t0))s"; tail -n 12 "logs/bench-$ROWS16.out"; tail -n 3 "logs/bench-$ROWS16.err"
 fi
 # The audit runs after the rows it judges: the precision's own steps where TF32=1 or ROWS16 is given.
-if [ -n "${ROWS16:-}" ]; then audit_args="--dtype $ROWS16 --steps 13,18,20,23,24,26,27,29,30,31"; audit_log=bench-audit-$ROWS16
-elif [ "${TF32:-0}" = 1 ]; then audit_args="--steps 13,18,20,23,26,27,29,30,31"; audit_log=bench-audit-tf32
+if [ -n "${ROWS16:-}" ]; then audit_args="--dtype $ROWS16 --steps $SIXTEEN_BIT_STEPS"; audit_log=bench-audit-$ROWS16
+elif [ "${TF32:-0}" = 1 ]; then audit_args="--steps $TF32_STEPS"; audit_log=bench-audit-tf32
 else audit_args="$steps"; audit_log=bench-audit; fi
 if [ "${AUDIT:-1}" = 1 ]; then
   t0=$SECONDS
