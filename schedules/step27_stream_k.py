@@ -129,12 +129,33 @@ EPILOGUE = True  # D = act(alpha * A @ B + bias + beta * C_in) applied by the ow
 PIECES = ("StreamK", "workspace", "write_partial", "add_partial", "produce_stream", "consume_stream")
 
 
+# The fix-up's cost in a cluster's time for one pair at K = 4096 (it is the same bytes at any K, and
+# a pair's time grows with K), from the rounds in the docstring: it must be over 0.41 for 6144^3 not
+# to stream (measured 1.7% slower streamed) and under 0.61 for 3072^3 to stream (measured 1.18x).
+FIXUP_PAIRS_AT_4096 = 0.5
+
+
+def ragged_waves(pairs: int, clusters: int, K: int) -> bool:
+    """Whether the pairs' whole waves on step 22's `clusters` take longer than streaming them over
+    every cluster, fix-up included: ceil(pairs / clusters) against pairs / 66 + the fix-up."""
+    every = HOPPER_SMS // CLUSTER
+    return pairs > every and pairs / every + FIXUP_PAIRS_AT_4096 * 4096 / K <= -(-pairs // clusters)
+
+
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaStreamKConfig:
-    """On every SM where the kernel streams there; elsewhere step 22's config (its kernel)."""
+    """On every SM where the kernel streams there; elsewhere step 22's config (its kernel). It streams
+    where the streamed pairs are at most an eighth of all (``stream_share`` 8: a fix-up of fixed cost
+    in a long run), or, with every pair streamable (``stream_share`` 1), where step 22's whole waves
+    would leave more SMs idle than the fix-up costs (``ragged_waves``: 3072^3)."""
     cfg = WgmmaStreamKConfig(**step22_default(M, N, K, dtype).as_dict())
-    walk = StreamK(_ceil(M, cfg.block_m) * _ceil(_ceil(N, cfg.block_n), CLUSTER), HOPPER_SMS // CLUSTER, 1,
-                   cfg.stream_share)
-    return replace(cfg, ctas=HOPPER_SMS) if tma_store_fits(M, N, dtype) and walk.streams else cfg
+    if not tma_store_fits(M, N, dtype):
+        return cfg
+    pairs = _ceil(M, cfg.block_m) * _ceil(_ceil(N, cfg.block_n), CLUSTER)
+    if StreamK(pairs, HOPPER_SMS // CLUSTER, 1, cfg.stream_share).streams:
+        return replace(cfg, ctas=HOPPER_SMS)
+    if ragged_waves(pairs, cfg.ctas // CLUSTER, K):
+        return replace(cfg, ctas=HOPPER_SMS, stream_share=1)
+    return cfg
 
 
 def _max(a, b):

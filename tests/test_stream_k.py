@@ -70,6 +70,16 @@ def test_a_cut_pair_has_one_owner_and_its_partner_is_the_next_cluster(w):
                 assert nxt[0] == pair and not nxt[4] and nxt[1] == n and n + nxt[2] == w.KT
 
 
+def test_ragged_waves_weighs_the_idle_sms_against_the_fix_up():
+    from schedules.step27_stream_k import ragged_waves
+    assert ragged_waves(144, 64, 3072)  # 3072^3: 3 waves against 2.18 + 0.67
+    assert not ragged_waves(256, 64, 4096)  # 4096^3: 4 against 3.88 + 0.5
+    assert not ragged_waves(576, 64, 6144)  # 6144^3: 9 against 8.73 + 0.33
+    assert ragged_waves(1024, 64, 8192)  # 8192^3: 16 against 15.52 + 0.25
+    assert not ragged_waves(144, 64, 512)  # a short K: the fix-up outweighs the wave
+    assert not ragged_waves(60, 64, 8192)  # fewer pairs than clusters: nothing to stream
+
+
 def test_where_it_streams():
     assert not StreamK(256, 64, 64).streams  # 4 waves exactly
     assert not StreamK(60, 66, 64).streams  # fewer pairs than clusters
@@ -80,11 +90,14 @@ def test_where_it_streams():
 
 
 @pytest.mark.parametrize("shape, streams", [((8192, 8192, 8192), True), ((8192, 8192, 4096), True),
+                                            ((3072, 3072, 3072), True),
                                             ((4096, 4096, 4096), False), ((6144, 6144, 6144), False),
                                             ((2048, 2048, 2048), False), ((8192, 8190, 4096), False)])
 def test_the_default_streams_on_every_sm_or_is_step_22(shape, streams):
     cfg = default_config(*shape, "bf16")
-    assert isinstance(cfg, WgmmaStreamKConfig) and cfg.stream_share == 8
+    # 3072^3: 78 of 144 pairs streamed, more than an eighth, but step 22's whole waves (3 for 2.18
+    # pairs' work a cluster) cost more than the fix-up: every pair streamable.
+    assert isinstance(cfg, WgmmaStreamKConfig) and cfg.stream_share == (1 if shape == (3072, 3072, 3072) else 8)
     src = schedules.cuda_source(schedules.build(27, *shape, arch="sm_90a", dtype="bf16"))
     if streams:
         assert cfg.ctas == HOPPER_SMS
