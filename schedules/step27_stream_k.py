@@ -23,8 +23,9 @@ its partner wrote the partial sums a whole range earlier), adds the partial sums
 and the flags are a kernel's own ``__device__`` arrays (zero when the module loads; the owner
 lowers its flag once it has seen it, so each launch starts from zero): no allocation, no kernel
 to clear them. One kernel. Where nothing is streamed (the pairs divide evenly over the clusters,
-or more than 1 / ``stream_share`` of them would be: the measurements below) or TMA cannot address
-C, the kernel is step 22's, and the default config is step 22's too (``default_config``).
+or more than 1 / ``stream_share`` of them would be while step 22's waves are nearly whole: the
+measurements below) or TMA cannot address C, the kernel is step 22's, and the default config is
+step 22's too (``default_config``).
 
 Prediction: at 4096^3, 256 pairs of 64 slices on 66 clusters: 2 whole pairs each, then 124 pairs
 streamed, 120.2 slices a cluster: 248.2 slices against step 22's 256, 3.1% less work on the
@@ -81,6 +82,23 @@ TFLOP/s bf16 against step 22's 715.5 (0.96x), 662.0 fp16 against 638.1 (1.04x), 
 against 363.7 (0.98x): one run each, within the +-4% a single run reads at the power cap, where
 the rounds above are the measurement. Below 8192 step 27 is step 22's kernel there, and its
 numbers are step 22's again.
+
+Where step 22's waves are ragged (H200, 2026-11-29; results/nvidia-h200/evidence/stream_share_probe.txt).
+At 3072^3 there are 144 pairs for step 22's 64 clusters: three waves, the last a quarter full.
+Streamed over all 66 clusters with every pair streamable (``stream_share`` 1; 78 pairs streamed,
+more than an eighth), a cluster has 2.18 pairs' work. Prediction: 2.18 pairs and the fix-up (~11 us
+at 4096^3, about 0.3 of a pair at K = 3072) against 3 pairs: 0.83 of step 22's time. Measured,
+eight alternating rounds of each: 96.2 us against 113.7 (bf16, 0.85), 101.3 against 121.5 (fp16,
+0.83), 187.0 against 225.9 (TF32, 0.83). So ``default_config`` also streams every pair where
+``ragged_waves`` says so: step 22's ceil(P / 64) waves against P / 66 pairs and a fix-up worth
+0.5 pair at K = 4096 (times 4096 / K: a pair's time grows with K, the fix-up's bytes do not). The
+constant lies between what 6144^3 asks (over 0.41, to stay unstreamed: 1.7% slower streamed) and
+3072^3 (under 0.61), and it agrees with 4096^3 (no) and 8192^3 (yes). In the shape set that is
+3072^3 alone. There TF32's pick becomes step 31 (this kernel, launched dependent): 1.07-1.08x
+cuBLAS TF32 in turns, where the pick before, step 22's kernel on 128 blocks, read 0.88-0.89x; the
+H200's rows of 18:59 UTC read the pick at 1.03x. In 16 bits step 23's 192 x 128 tiles (384, three
+whole waves) stay as fast: 92.8 us against 94.8-96.2 in bf16 rounds, 0.87x cuBLAS in turns against
+0.82-0.85x.
 
 Two conditions the fix-up rests on. A cluster may wait for the next one's partial sums, so the
 next must run: all 66 clusters are resident at once on a 132-SM Hopper (H100 SXM, H200); where
