@@ -28,7 +28,10 @@ A rung meant for one kind of shape (step 24, the matrix-vector kernel: M <= 16 o
 
 The precisions: "fp32" (fp32 inputs, SGEMM's accuracy: steps 1-11, 14, 19, 24, 25, 28), "tf32" (fp32 inputs
 rounded to TF32: 12, 13, 15-18, 20-23, 26, 27, 29-31), and "fp16" / "bf16" (16-bit inputs, fp32 sums, C in the
-dtype: the steps with that dtype, ``Step.dtypes``). Where a table has no rows of a precision,
+dtype: the steps with that dtype, ``Step.dtypes``). A TF32 query also weighs the same GPU's fp32
+rows (``ALSO_SERVES``): an fp32-accurate kernel meets TF32's tolerance, and at a matrix-vector
+product the CUDA-core steps 11 and 24 beat every tensor-core one (their rows come from another
+run, and `why` says so). Where a table has no rows of a precision,
 the portable rule answers, and says so in ``why``; but fp16 and bf16 stand in for each other,
 the same kernels at the same tensor-core rate (a GPU measured in one reads the other's rows, and
 says so). The dlight rule takes a model's fp32 and tf32 matmuls (``MODEL_PRECISIONS``); the
@@ -68,6 +71,30 @@ def computes(step, precision: str) -> bool:
     """Whether `step` is a candidate for `precision`: its own precision for fp32 inputs (fp32 or
     tf32), or a form for that 16-bit dtype."""
     return precision in step.dtypes if precision in SIXTEEN_BIT else step.precision == precision
+
+
+# A precision whose rows may also offer another's steps, measured on the same GPU: an fp32-accurate
+# kernel meets TF32's tolerance, and where a product streams its operands (a matrix-vector one)
+# the CUDA-core steps 11 and 24 need no tensor-core tile and run as fast as the memory (H200,
+# 2026-11-29: 4096 x 1 x 4096 step 11 18.5 us in the fp32 rows, TF32's pick 23.5 us, cuBLAS TF32 21.8).
+ALSO_SERVES = {"tf32": "fp32"}
+
+
+def serves(step, precision: str) -> bool:
+    """Whether `step` may answer a query in `precision`: it computes in it, or in a precision at
+    least as accurate that ALSO_SERVES offers (an fp32-accurate step for TF32)."""
+    return computes(step, precision) or (precision in ALSO_SERVES and computes(step, ALSO_SERVES[precision]))
+
+
+def _with_also(measured: dict, also: dict | None) -> dict:
+    """`measured` (a precision's rows) with `also`'s steps (another precision's rows, the same
+    GPU's) as more candidates, matched by shape; a shape `also` lacks gets no time for them."""
+    if not also:
+        return measured
+    theirs = {tuple(r[:3]): r[3] for r in also["shapes"]}
+    none = [None] * len(also["steps"])
+    return {**measured, "steps": list(measured["steps"]) + list(also["steps"]),
+            "shapes": [[*r[:3], list(r[3]) + list(theirs.get(tuple(r[:3]), none))] for r in measured["shapes"]]}
 
 
 def config_for(step, M: int, N: int, K: int, precision: str):
@@ -217,9 +244,12 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
             measured = tables.get(borrowed)
         if measured:
             break
+    also = entry.get("precisions", {}).get(ALSO_SERVES.get(precision)) if measured and not borrowed else None
     if measured:
+        own_steps = len(measured["steps"])
+        measured = _with_also(measured, also)
         runnable = [i for i, n in enumerate(measured["steps"])
-                    if n in by_number and by_number[n].runs_on(arch) and computes(by_number[n], precision)]
+                    if n in by_number and by_number[n].runs_on(arch) and serves(by_number[n], precision)]
         rows = [(tuple(r[:3]), r[3]) for r in measured["shapes"] if any(r[3][i] is not None for i in runnable)]
         if runnable and rows:
             at, times = min(rows, key=lambda r: (log_distance(r[0], shape), r[0]))
@@ -237,7 +267,11 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
                 where += f"; no {precision} rows of {named['gpu']}"
             if borrowed:
                 where += f"; {borrowed}'s rows: no {precision} measurements, the same kernels in the other 16-bit dtype"
-            among = ", ".join(str(measured["steps"][i]) for i in runnable)
+            among = ", ".join(str(measured["steps"][i]) for i in runnable if i < own_steps)
+            extra = [str(measured["steps"][i]) for i in runnable if i >= own_steps]
+            if extra:
+                among += (f" and the {ALSO_SERVES[precision]}-accurate {', '.join(extra)} (its rows of "
+                          f"{also.get('date', entry['date'])[:10]})")
             pick = "quickest to issue and run" if changed else "fastest"
             if at == shape:
                 why = f"{pick} of steps {among} measured at this shape ({where}){changed}"

@@ -68,6 +68,28 @@ def test_a_tf32_table_never_picks_an_fp32_step_and_vice_versa():
     assert schedules.fastest(2048, 2048, 2048, doc=mixed).step.number == 11
 
 
+def test_tf32_also_takes_the_same_gpus_fp32_accurate_steps_where_they_are_faster():
+    """An fp32-accurate kernel meets TF32's tolerance: a TF32 query weighs the same GPU's fp32 rows
+    beside its own (the matrix-vector products, where CUDA cores stream as fast), and `why` says
+    whose rows; an fp32 query still never takes a TF32 step, and with no TF32 rows TF32 keeps the
+    portable rule."""
+    doc = table([((4096, 1, 4096), (0.0235, 0.030)), ((2048, 2048, 2048), (0.05, 0.06))], steps=(29, 23),
+                precision="tf32")
+    doc["gpus"][0]["precisions"]["fp32"] = {"steps": [11, 19], "date": "2026-11-24T00:00:00+00:00",
+                                            "shapes": [[4096, 1, 4096, [0.0185, 0.065]], [2048, 2048, 2048, [0.38, 0.15]]]}
+    dispatch.validate(doc)
+    mv = schedules.fastest(4096, 1, 4096, precision="tf32", doc=doc)
+    assert mv.step.number == 11 and mv.measured_ms == 0.0185
+    assert mv.config == mv.step.default_config(4096, 1, 4096)
+    assert "fastest of steps 29, 23 and the fp32-accurate 11, 19 (its rows of 2026-11-24)" in mv.why
+    assert schedules.fastest(8192, 1, 4096, precision="tf32", doc=doc).step.number == 11  # its nearest row
+    assert schedules.fastest(2048, 2048, 2048, precision="tf32", doc=doc).step.number == 29
+    assert schedules.fastest(2048, 2048, 2048, precision="fp32", doc=doc).step.number == 19
+    # fp32 rows alone do not answer TF32 (the 3xTF32 steps would win a square there): the portable rule.
+    del doc["gpus"][0]["precisions"]["tf32"]
+    assert schedules.fastest(4096, 1, 4096, precision="tf32", doc=doc).step.number == 13
+
+
 def test_16_bit_precisions_pick_among_the_steps_with_that_dtype():
     """fp16 and bf16: the steps with that 16-bit form (Step.dtypes), each at its 16-bit config;
     with no rows, the portable rule (step 13, mma.sync), said in `why`."""
@@ -145,10 +167,13 @@ def test_the_committed_table_is_valid_and_covers_the_shape_set():
             assert {tuple(r[:3]) for r in rows["shapes"]} == every, (entry["slug"], precision)
             assert all(dispatch.computes(schedules.get_step(n), precision) for n in rows["steps"])
             # every measured shape picks a step the table timed there, the fastest of those meant for
-            # the shape (step 24 is for M <= 16: a row of 2026-11-27 timed it everywhere)
+            # the shape (step 24 is for M <= 16: a row of 2026-11-27 timed it everywhere); TF32's
+            # candidates include the GPU's fp32-accurate rows (dispatch.ALSO_SERVES)
+            also = entry["precisions"].get(dispatch.ALSO_SERVES.get(precision), {"steps": [], "shapes": []})
+            theirs = {tuple(r[:3]): r[3] for r in also["shapes"]}
             for M, N, K, times in rows["shapes"]:
                 choice = schedules.fastest(M, N, K, precision=precision, gpu=entry["slug"])
-                meant = [t for n, t in zip(rows["steps"], times)
+                meant = [t for n, t in zip(rows["steps"] + also["steps"], times + theirs.get((M, N, K), []))
                          if t is not None and schedules.get_step(n).applies_to(M, N, K)]
                 assert choice.measured_ms == min(meant), (entry["slug"], precision, (M, N, K))
     assert json.loads(dispatch.TABLE_PATH.read_text())["schema"] == dispatch.SCHEMA
