@@ -95,10 +95,10 @@ eight alternating rounds of each: 96.2 us against 113.7 (bf16, 0.85), 101.3 agai
 constant lies between what 6144^3 asks (over 0.41, to stay unstreamed: 1.7% slower streamed) and
 3072^3 (under 0.61), and it agrees with 4096^3 (no) and 8192^3 (yes). In the shape set that is
 3072^3 alone. There TF32's pick becomes step 31 (this kernel, launched dependent): 1.07-1.08x
-cuBLAS TF32 in turns, where the pick before, step 22's kernel on 128 blocks, read 0.88-0.89x; the
-H200's rows of 18:59 UTC read the pick at 1.03x. In 16 bits step 23's 192 x 128 tiles (384, three
-whole waves) stay as fast: 92.8 us against 94.8-96.2 in bf16 rounds, 0.87x cuBLAS in turns against
-0.82-0.85x.
+cuBLAS TF32 in turns, where the pick before (step 29: the same tiles in whole waves on 128
+blocks) read 0.88-0.89x; the H200's rows of 18:59 UTC read the pick at 1.03x. In 16 bits step 23's
+192 x 128 tiles (384, three whole waves) stay as fast: 92.8 us against 94.8-96.2 in bf16 rounds,
+0.87x cuBLAS in turns against 0.82-0.85x.
 
 Two conditions the fix-up rests on. A cluster may wait for the next one's partial sums, so the
 next must run: all 66 clusters are resident at once on a 132-SM Hopper (H100 SXM, H200); where
