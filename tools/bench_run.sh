@@ -17,7 +17,10 @@ set -uo pipefail
 if [ -f .gpu/setup.sh ]; then source .gpu/setup.sh || exit 1; fi
 export PYTHONUNBUFFERED=1
 mkdir -p logs
-finish() { if [ -n "${OUT:-}" ]; then tar -cf "$OUT/bench.tar" results schedules/tuned README.md docs/measured.md logs; fi; }
+# (only the paths there: docs/ is away where tools/device_hold.sh moved it out for the call)
+finish() { if [ -n "${OUT:-}" ]; then
+  paths=(); for p in results schedules/tuned README.md docs/measured.md logs; do [ -e "$p" ] && paths+=("$p"); done
+  tar -cf "$OUT/bench.tar" "${paths[@]}"; fi; }
 trap finish EXIT
 nproc > logs/bench-nproc.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > logs/bench-nvidia-smi.csv
