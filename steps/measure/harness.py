@@ -175,11 +175,22 @@ def evaluator_timing(mod, dev, args, repeat: int) -> Timing:
     """time_evaluator's samples of ``mod``'s main on `dev` (local, or a server's over RPC, where
     the loop runs on the server): a warm-up of back-to-back launches for WARMUP_MS (clocks up,
     caches warm), a probe, then `repeat` samples of about TARGET_SAMPLE_MS each."""
+    timer, number = warmed_timer(mod, dev, args, repeat)
+    return summarize([r * 1e3 for r in timer(*args).results], number)
+
+
+def warmed_timer(mod, dev, args, repeat: int):
+    """``mod``'s main warmed up (back-to-back launches for WARMUP_MS) and probed (3 launches):
+    (a time_evaluator of `repeat` samples of about TARGET_SAMPLE_MS each, its launches per sample)."""
     mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=int(WARMUP_MS))(*args)
-    probe = mod.time_evaluator("main", dev, number=3, repeat=1)(*args)
-    number = launches_per_sample(probe.mean * 1e3)
-    result = mod.time_evaluator("main", dev, number=number, repeat=repeat)(*args)
-    return summarize([r * 1e3 for r in result.results], number)
+    number = launches_per_sample(mod.time_evaluator("main", dev, number=3, repeat=1)(*args).mean * 1e3)
+    return mod.time_evaluator("main", dev, number=number, repeat=repeat), number
+
+
+def over_rounds(medians: list[float], samples: list[float], number: int) -> Timing:
+    """A Timing over rounds: median_ms the median of the rounds' medians (a round read slow by a
+    clock dip moves it little), rounds_ms those medians, min, max and count over all samples."""
+    return Timing(statistics.median(medians), min(samples), max(samples), len(samples), number, rounds_ms=medians)
 
 
 PLACEMENTS = 3  # allocations of a size's operands a confirmation's rounds take turns on
@@ -216,8 +227,7 @@ def alternating_timings(mods: list, dev, arg_sets: list, repeat: int, rounds: in
             ms = [s * 1e3 for s in timers[i](*args).results]
             medians[i].append(statistics.median(ms))
             samples[i] += ms
-    return [Timing(statistics.median(m), min(s), max(s), len(s), n, rounds_ms=m)
-            for m, s, n in zip(medians, samples, numbers)]
+    return [over_rounds(m, s, n) for m, s, n in zip(medians, samples, numbers)]
 
 
 def confirmed(result: dict, timing: Timing) -> dict:
@@ -565,10 +575,7 @@ def time_graph(call, stream, repeat: int) -> Timing:
     replay, divided by ``number``. The host submits one graph per sample, so ``host_us`` (the guard's
     submission time) is one replay's submission divided by ``number``."""
     replay, sample, number = graph_sampler(call, stream)
-    # Warm-up, as time_evaluator's: replays for WARMUP_MS (the first also uploads the graph).
-    for _ in range(max(1, math.ceil(WARMUP_MS / TARGET_SAMPLE_MS))):
-        replay()
-    stream.synchronize()
+    warm_graph(replay, stream)
     timing = summarize([sample() for _ in range(repeat)], number)
     timing.host_us = host_submit_us(replay, stream.synchronize, timing.median_ms * number) / number
     return timing
@@ -603,6 +610,13 @@ def graph_sampler(call, stream):
     return replay, lambda: events_around(replay, number), number
 
 
+def warm_graph(replay, stream) -> None:
+    """The warm-up, as time_evaluator's: replays for WARMUP_MS (the first also uploads the graph)."""
+    for _ in range(max(1, math.ceil(WARMUP_MS / TARGET_SAMPLE_MS))):
+        replay()
+    stream.synchronize()
+
+
 def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: int, seed: int | None = None,
                        tf32: bool = False, dtype: str = "fp32") -> tuple[Timing, Timing, float]:
     """A TVM kernel and cuBLAS on one shape, timed in turns in one process: (the kernel's Timing,
@@ -623,13 +637,8 @@ def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: in
     with checked_cublas(M, N, K, seed, tf32, dtype) as (gemm, a, b, err):
         replay, sample, number = graph_sampler(gemm, gemm.stream)
         args = [on_device(x) for x in (a, b, dtypes.zeros((M, N), dtype))]
-        mod = lib.mod
-        mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=int(WARMUP_MS))(*args)
-        mine_number = launches_per_sample(mod.time_evaluator("main", dev, number=3, repeat=1)(*args).mean * 1e3)
-        timer = mod.time_evaluator("main", dev, number=mine_number, repeat=repeat)
-        for _ in range(max(1, math.ceil(WARMUP_MS / TARGET_SAMPLE_MS))):
-            replay()
-        gemm.stream.synchronize()
+        timer, mine_number = warmed_timer(lib.mod, dev, args, repeat)
+        warm_graph(replay, gemm.stream)
         medians: tuple[list, list] = ([], [])
         samples: tuple[list, list] = ([], [])
         for r in range(rounds):
@@ -637,8 +646,7 @@ def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: in
                 ms = [x * 1e3 for x in timer(*args).results] if who == 0 else [sample() for _ in range(repeat)]
                 medians[who].append(statistics.median(ms))
                 samples[who].extend(ms)
-        mine, theirs = (Timing(statistics.median(m), min(x), max(x), len(x), n, rounds_ms=m)
-                        for m, x, n in zip(medians, samples, (mine_number, number)))
+        mine, theirs = (over_rounds(m, x, n) for m, x, n in zip(medians, samples, (mine_number, number)))
         func = lib["main"]
         mine.host_us = host_submit_us(lambda: func(*args), dev.sync, mine.median_ms)
         theirs.host_us = host_submit_us(replay, gemm.stream.synchronize, theirs.median_ms * number) / number
