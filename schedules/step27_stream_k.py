@@ -83,7 +83,8 @@ against 363.7 (0.98x): one run each, within the +-4% a single run reads at the p
 the rounds above are the measurement. Below 8192 step 27 is step 22's kernel there, and its
 numbers are step 22's again.
 
-Where step 22's waves are ragged (H200, 2026-11-29; results/nvidia-h200/evidence/stream_share_probe.txt).
+Where step 22's waves are ragged (H200, 2026-11-29; the probe's log:
+`git show b9d4f39:results/nvidia-h200/evidence/stream_share_probe.txt`).
 At 3072^3 there are 144 pairs for step 22's 64 clusters: three waves, the last a quarter full.
 Streamed over all 66 clusters with every pair streamable (``stream_share`` 1; 78 pairs streamed,
 more than an eighth), a cluster has 2.18 pairs' work. Prediction: 2.18 pairs and the fix-up (~11 us
