@@ -12,7 +12,7 @@ and a second kernel sums the parts into C (``reduce_partials``: one thread per e
 rounded to C's dtype once, at the end). K's tail beyond the last slice reads zeros (TMA fills
 outside the tensor with zeros), so any K splits evenly. The tile shrinks with the output too
 (``default_config``: 64 or 128 each way, as many stages as fit) and K is halved until the units
-fill the SMs. Where 128 x 128 tiles already fill half the SMs it is step 20's kernel exactly
+fill the SMs. Where 128 x 128 tiles would take more than one wave it is step 20's kernel exactly
 (256 x 128, one part): no workspace, no second kernel. The reduction is a second pass rather than
 atomics or stream-K's fix-up: it is deterministic, needs no zeroed buffer or semaphore, and at
 these shapes W is a few MB that stays in L2 (50 MB) between the two kernels.
@@ -88,6 +88,21 @@ the tile in one part of K only, as timed). At 3072^3 it lost (113 us against 95:
 2.9), and the estimate keeps 192 x 128 there. The H200's rows, run again with it: 1536^3 0.80x
 cuBLAS bf16 (0.68x before), 0.78x fp16 (0.69x).
 
+TF32's one-wave line (H200, 2026-11-29; `git show 2f026a2:probe/tf32_one_wave.py`, its log
+results/nvidia-h200/evidence/tf32_one_wave_probe.txt): the rule used to take 256 x 128 wherever
+128 x 128 tiles filled half the SMs. Between half and one wave that leaves most SMs idle: at 1280^3
+50 tiles of 256 x 128 for 132 SMs (the pick 0.70x cuBLAS TF32 in the audit), at 1000 x 1500 x 700
+48 (0.86x in the rows), while 1024^3, just below the line, ran 128 x 128 at 1.20x. Prediction: one
+wave of 128 x 128 tiles does half of 256 x 128's work per SM, at 16-bit's measured rate for the
+smaller tile (TILE_RATE 0.85) ~0.59 of the time; where 128 x 128 needs two waves (1536^3: 144
+tiles) 1.18 of it, so the big tile stays there. Measured, step 29 (this kernel, launched
+dependent), eight alternating rounds: 1280^3 27.5 -> 17.2 us (0.63 of the time; 1.11x cuBLAS TF32
+in turns, was 0.70x), 1000 x 1500 x 700 19.5 (the pick, step 31) -> 14.3 (1.18x, was 0.86x),
+769 x 1543 x 2049 61.3 -> 51.8, 1531 x 769 x 3067 80.1 (the pick, step 30) -> 71.8 (1.12x, was
+1.00x); 1536^3 32.3 against 40.0 for 128 x 128, as predicted. So the line is now one wave of
+128 x 128 tiles. The H200's TF32 rows, run again with it: 1000 x 1500 x 700 1.11x, 1531 x 769 x
+3067 1.11x (step 29 the pick at both).
+
 Run: python -m steps.step23
 """
 
@@ -133,10 +148,10 @@ def parts(plan: Plan, split: int) -> tuple[int, int]:
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaSplitKConfig:
     """fp16 and bf16: the tile and split whose estimated time (``estimated_us``) is least; step
     20's own config where that is its tile with one part. TF32: step 20's kernel (256 x 128, split
-    1) where 128 x 128 tiles would fill half the SMs or more; else a tile just covering a short
-    side (64 or 128 each way), K split in two until the units would pass the SMs or a part would
-    be shorter than MIN_SLICES slices, and as many stages as fit step 18's ring (the measurements
-    that chose both rules: the docstring)."""
+    1) where 128 x 128 tiles would take more than one wave of the SMs; else a tile just covering a
+    short side (64 or 128 each way), K split in two until the units would pass the SMs or a part
+    would be shorter than MIN_SLICES slices, and as many stages as fit step 18's ring (the
+    measurements that chose these rules: the docstring)."""
     big = WgmmaSplitKConfig()  # step 20's tile, and its blocks (step 20's default_config)
     big = replace(big, ctas=blocks_for(_ceil(M, big.block_m) * _ceil(N, big.block_n)))
     if dtype != "fp32":
@@ -144,7 +159,7 @@ def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> WgmmaSplitKCo
         return big if (bm, bn, split) == (big.block_m, big.block_n, 1) else _config(M, N, bm, bn, split)
     bm, bn = (64 if M <= 64 else SMALL_TILE), (64 if N <= 64 else SMALL_TILE)
     tiles = _ceil(M, bm) * _ceil(N, bn)
-    if _ceil(M, SMALL_TILE) * _ceil(N, SMALL_TILE) >= HOPPER_SMS // 2:
+    if _ceil(M, SMALL_TILE) * _ceil(N, SMALL_TILE) > HOPPER_SMS:  # one wave of 128 x 128 no longer
         return big
     slices = _ceil(K, 32)  # TF32: 32 k a slice
     split = 1

@@ -44,6 +44,8 @@ def test_prior_and_config():
     ((512, 512, 8192), (128, 128), 8),
     ((384, 384, 12288), (128, 128), 8),  # 9 tiles: 72 units (16 parts would pass 132)
     ((33, 65, 129), (64, 128), 1),      # 5 slices: no split
+    ((1280, 1280, 1280), (128, 128), 1),  # 100 tiles, one wave (256 x 128: 50 tiles, 0.63x as fast, H200)
+    ((1000, 1500, 700), (128, 128), 1),   # 96 tiles
 ])
 def test_the_tf32_rule_fills_the_sms_with_units(shape, tile, split):
     cfg = STEP23.default_config(*shape, "fp32")
@@ -93,6 +95,17 @@ def test_the_16_bit_estimate_charges_the_workspace_and_never_beats_reading_the_o
     # 32 tiles: two parts halve each unit's work, and pay the second kernel and 2 x 2 x 64 x 2048 fp32 words.
     assert two - SUM_US - 2 * 2 * 64 * 2048 * 4 / 3e6 < one / 2 + 0.5 < one
     assert estimated_us(1, 4096, 4096, 32, 64, 1) >= 4096 * 4096 * 2 / 3e6  # B's 32 MB at 3 TB/s
+
+
+@pytest.mark.parametrize("shape, big", [((1536, 1536, 1536), True), ((1664, 1408, 512), True),
+                                        ((1536, 1408, 4096), False), ((1280, 1664, 64), False)])
+def test_the_tf32_rule_keeps_256_x_128_only_past_one_wave_of_128_x_128(shape, big):
+    """132 tiles of 128 x 128 are one wave: the smaller tile there (H200: 0.63 of 256 x 128's time at
+    1280^3); 144 are two, where the big tile's one wave wins (1536^3: 32.3 us against 40.0)."""
+    cfg = STEP23.default_config(*shape, "fp32")
+    tiles = -(-shape[0] // 128) * -(-shape[1] // 128)
+    assert (tiles > HOPPER_SMS) == big
+    assert (cfg.block_m, cfg.block_n, cfg.split_k) == ((256, 128, 1) if big else (128, 128, 1))
 
 
 @pytest.mark.parametrize("n", (2048, 4096))
