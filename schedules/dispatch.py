@@ -37,8 +37,8 @@ the same kernels at the same tensor-core rate (a GPU measured in one reads the o
 says so). The dlight rule takes a model's fp32 and tf32 matmuls (``MODEL_PRECISIONS``); the
 Relax pass those and, in a bf16 or fp16 model, its 16-bit ones (schedules/integration/relax_dispatch.py).
 
-Which GPU's rows: the table holds an entry per GPU measured (an H100's in every precision; an
-H200's in bf16, 2026-11-29). ``gpu`` names one (``fastest(..., gpu="NVIDIA H200")``; steps.bench
+Which GPU's rows: the table holds an entry per GPU measured (an H100's and an H200's, each in
+every precision). ``gpu`` names one (``fastest(..., gpu="NVIDIA H200")``; steps.bench
 and steps.model pass the GPU they run on where the table has it: ``table_gpu``); naming none
 reads the first entry of the arch's family. A precision the named GPU was not measured in
 comes from its own other 16-bit dtype first, then from the family's other entries in order.
@@ -228,7 +228,8 @@ def choose(M: int, N: int, K: int, precision: str, arch: str, steps, gpu: str | 
     by_number = {s.number: s for s in steps if allow is None or allow(s)}
     shape = (M, N, K)
     # The named GPU's entry, then the others of the arch's family in the table's order: a GPU
-    # measured in one precision only (an H200 with bf16 rows) takes another GPU's rows in the rest.
+    # measured in some precisions only (as the H200 was, in bf16 alone, at first) takes another
+    # GPU's rows in the rest.
     named = gpu_entry(arch, gpu, doc)
     entries = [e for e in [named] + _entries(doc)
                if e is not None and family(e["arch"]) == family(arch)]
