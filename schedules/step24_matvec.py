@@ -103,6 +103,17 @@ last column gives +-inf, never NaN, where ranges pass K (both kernels; tests/tes
   the pick at 4096 x 1 x 4096 1.46x cuBLAS bf16 and 1.34x fp16 (was step 23: 0.59x), 8192 x 1 x
   1024 1.10x / 1.09x (0.47x); 1 x 4096 x 4096 (the row kernel) 1.52x / 1.43x.
 
+A turn a thread at short K (16 bits, 2026-11-29, from measurements already committed): the H200's
+bf16 audit read the pick at 1 x 16384 x 512 0.57x cuBLAS bf16 (step 24, 4 lanes x 256 k lanes: K =
+512 gives a thread 2 rows, half of its 4-row turn, B read at ~2 TB/s), and the H100's calibration
+(evidence/step23_calibration.txt, 8 configs in one call) had measured the same default there at
+6.68 us (0.79x) against 5.08 (1.04x) for 8 lanes x 128 (a whole turn) and 4.89 (1.08x) for 16 x 64.
+So in fp16 and bf16 the default widens to 8 lanes where 1024 / lanes x 4 rows would pass K; no
+shape of the calibration but this one changes (1 x 8192 x 1024 keeps 4 x 256: 5.17 us against
+5.45 for 8 x 128). fp32 (an fp32-accurate rung: its special values would need a GPU run) keeps
+its rule; its best there was 8 x 64 (6.94 us against the default's 7.83). Not yet timed on the
+H200 with the new default.
+
 Run: python -m steps.step24
 """
 
@@ -130,6 +141,7 @@ EXPECTED_REGRESSION_BF16 = EXPECTED_REGRESSION_FP16 = EXPECTED_REGRESSION
 
 SHARED_LIMIT = 48 * 1024
 MIN_BLOCKS = 128  # blocks the default keeps where N allows: one an SM, less 4 of the H100's 132
+TURN = 4  # the default's unroll: rows of K whose loads a thread issues together
 ROWS = 16  # the rung's M: a larger M is done 16 rows at a time (correct, and B read once per 16 rows)
 MIRROR_N = 2  # the mirror is faster than every other rung and cuBLAS up to this N (H200): applies
 
@@ -154,7 +166,8 @@ def vector_of(N: int, dtype: str) -> int:
 def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
     """The mirror (N <= 16 < M): ``mirror_config``. Up to M = 4: 1024 threads a block over 32 columns (8 lanes of 4 fp32, or 4 of 8 fp16 /
     bf16), 4 rows in flight a thread; fewer lanes where N would give fewer than 128 blocks (at
-    least 2: a 32-byte sector a row). From M = 5: 8 lanes x 32 k lanes, 4 rows (the partial sums
+    least 2: a 32-byte sector a row); in 16 bits more lanes (up to 8) where K would leave a thread
+    less than a turn of 4 rows. From M = 5: 8 lanes x 32 k lanes, 4 rows (the partial sums
     in shared memory grow with M). The 1024-thread configs were the fastest on the H100 at
     1 x 4096 x 4096 (7% in fp32, 25% in bf16 over 256 threads), the others on an H200 (the docstring)."""
     if streams_a(M, N):
@@ -164,7 +177,10 @@ def default_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
     lanes = 8 if dtype == "fp32" else 4
     while lanes > 2 and -(-N // (lanes * vector_of(N, dtype))) < MIN_BLOCKS:
         lanes //= 2
-    return MatvecConfig(lanes_n=lanes, lanes_k=1024 // lanes, unroll=4)
+    # 16 bits: a whole turn (4 rows of K) a thread where K is short; 1 x 16384 x 512 ran half a turn.
+    while dtype != "fp32" and lanes < 8 and 1024 // lanes * TURN > K:
+        lanes *= 2
+    return MatvecConfig(lanes_n=lanes, lanes_k=1024 // lanes, unroll=TURN)
 
 
 def mirror_config(M: int, N: int, K: int, dtype: str = "fp32") -> MatvecConfig:
