@@ -89,17 +89,17 @@ the tile in one part of K only, as timed). At 3072^3 it lost (113 us against 95:
 cuBLAS bf16 (0.68x before), 0.78x fp16 (0.69x).
 
 TF32's one-wave line (H200, 2026-11-29; `git show 2f026a2:probe/tf32_one_wave.py`, its log
-results/nvidia-h200/evidence/tf32_one_wave_probe.txt): the rule used to take 256 x 128 wherever
-128 x 128 tiles filled half the SMs. Between half and one wave that leaves most SMs idle: at 1280^3
-50 tiles of 256 x 128 for 132 SMs (the pick 0.70x cuBLAS TF32 in the audit), at 1000 x 1500 x 700
-48 (0.86x in the rows), while 1024^3, just below the line, ran 128 x 128 at 1.20x. Prediction: one
-wave of 128 x 128 tiles does half of 256 x 128's work per SM, at 16-bit's measured rate for the
-smaller tile (TILE_RATE 0.85) ~0.59 of the time; where 128 x 128 needs two waves (1536^3: 144
-tiles) 1.18 of it, so the big tile stays there. Measured, step 29 (this kernel, launched
-dependent), eight alternating rounds: 1280^3 27.5 -> 17.2 us (0.63 of the time; 1.11x cuBLAS TF32
-in turns, was 0.70x), 1000 x 1500 x 700 19.5 (the pick, step 31) -> 14.3 (1.18x, was 0.86x),
-769 x 1543 x 2049 61.3 -> 51.8, 1531 x 769 x 3067 80.1 (the pick, step 30) -> 71.8 (1.12x, was
-1.00x); 1536^3 32.3 against 40.0 for 128 x 128, as predicted. So the line is now one wave of
+`git show 2f026a2:results/nvidia-h200/evidence/tf32_one_wave_probe.txt`): the rule used to take
+256 x 128 wherever 128 x 128 tiles filled half the SMs. Between half and one wave that leaves most
+SMs idle: at 1280^3 50 tiles of 256 x 128 for 132 SMs (the pick 0.70x cuBLAS TF32 in the audit), at
+1000 x 1500 x 700 48 (0.86x in the rows), while 1024^3, just below the line, ran 128 x 128 at
+1.20x. Prediction: one wave of 128 x 128 tiles does half of 256 x 128's work per SM, at 16-bit's
+measured rate for the smaller tile (TILE_RATE 0.85) ~0.59 of the time; where 128 x 128 needs two
+waves (1536^3: 144 tiles) 1.18 of it, so the big tile stays there. Measured, step 29 (this kernel,
+launched dependent), eight alternating rounds: 1280^3 27.5 -> 17.2 us (0.63 of the time; 1.11x
+cuBLAS TF32 in turns, was 0.70x), 1000 x 1500 x 700 19.5 (the pick, step 31) -> 14.3 (1.18x, was
+0.86x), 769 x 1543 x 2049 61.3 -> 51.8, 1531 x 769 x 3067 80.1 (the pick, step 30) -> 71.8 (1.12x,
+was 1.00x); 1536^3 32.3 against 40.0 for 128 x 128, as predicted. So the line is now one wave of
 128 x 128 tiles. The H200's TF32 rows, run again with it: 1000 x 1500 x 700 1.11x, 1531 x 769 x
 3067 1.11x (step 29 the pick at both).
 
