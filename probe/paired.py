@@ -29,6 +29,8 @@ from dataclasses import dataclass, replace
 from tvm.script import tirx as T
 
 import schedules
+import schedules.step20_persistent as s20
+import schedules.step23_split_k_wgmma as s23
 import schedules.step29_dependent_launch as s29
 from schedules.config import WgmmaDependentLaunchConfig
 from schedules.step18_register_a import load_b_boxes, multiply_transposed, store_transposed
@@ -82,6 +84,53 @@ __forceinline__ __device__ float pair_get(void* base, int i) {
 
 def call(name, *args, **kw):
     return T.cuda.func_call(f"pair_{name}", *args, source_code=PAIR, **kw)
+
+
+ROTATE = {"on": False}  # set while building: each tile starts its K loop at its own slice
+
+
+def rotation(plan: Plan, m0, n0, slices):
+    """Where a tile's K loop starts: tile (i, j) at slice (i + j) % slices, so the blocks that run
+    together read different rows of B (and of A) at any moment, not the same lines."""
+    return (m0 // plan.BM + n0 // plan.BN) % slices if ROTATE["on"] else 0
+
+
+def produce_units_rot(plan: Plan, load, split: int):
+    """step 23's ``produce_units`` with each unit's slices rotated (``rotation``)."""
+    stages = plan.stages
+    per = parts(plan, split)[0]
+
+    @T.macro
+    def producer(smem, A_map, B_map, bid):
+        count, unit = T.meta_var(unit_loop(plan, split, bid))
+        for t in T.serial(count):
+            m0, n0, part = T.meta_var(unit(t))
+            for kt in T.serial(per):
+                if t * per + kt >= stages:
+                    T.cuda.mbarrier_wait(T.address_of(smem[plan.empty_bar((t * per + kt) % stages)]),
+                                         (((t * per + kt) // stages) & 1) ^ 1)
+                load(smem, A_map, B_map, part * per + (kt + rotation(plan, m0, n0, per)) % per,
+                     (t * per + kt) % stages, m0, n0)
+
+    return producer
+
+
+def produce_tiles_rot(plan: Plan, load, walk=s20.tile_loop):
+    """step 20's ``produce_tiles`` with each tile's slices rotated (``rotation``)."""
+    stages, KT = plan.stages, plan.KT
+
+    @T.macro
+    def producer(smem, A_map, B_map, bid):
+        count, corner = T.meta_var(walk(plan, bid))
+        for t in T.serial(count):
+            m0, n0 = T.meta_var(corner(t))
+            for kt in T.serial(KT):
+                if t * KT + kt >= stages:
+                    T.cuda.mbarrier_wait(T.address_of(smem[plan.empty_bar((t * KT + kt) % stages)]),
+                                         (((t * KT + kt) // stages) & 1) ^ 1)
+                load(smem, A_map, B_map, (kt + rotation(plan, m0, n0, KT)) % KT, (t * KT + kt) % stages, m0, n0)
+
+    return producer
 
 
 def init_barriers(p: Plan):
@@ -184,7 +233,7 @@ def paired_kernel(M, N, K, cfg, dtype="fp32", epilogue=None, fused=True):
     assert p.sixteen_bit and cfg.block_n == 64
     split = parts(p, cfg.split_k)[1]
     units = p.tm * p.tn * split
-    body = paired(p, produce_units(p, load_b_boxes(p), split), consume_pairs(p, multiply_transposed(p), split),
+    body = paired(p, produce_units_rot(p, load_b_boxes(p), split), consume_pairs(p, multiply_transposed(p), split),
                   blocks=min(units, cfg.ctas), out_rows=split * M if split > 1 else M)
     return wgmma.prim_func(p, body, partials=(split, reduce_partials(p, split)) if split > 1 else None)
 
@@ -196,8 +245,22 @@ def paired_step():
     return dataclasses.replace(schedules.get_step(29), Config=PairedConfig, module=module)
 
 
-def build_paired(M, N, K, arch, config, dtype="bf16"):
-    return schedules.build(paired_step(), M, N, K, arch=arch, config=config, dtype=dtype)
+def build_paired(M, N, K, arch, config, dtype="bf16", rotate=False):
+    ROTATE["on"] = rotate
+    try:
+        return schedules.build(paired_step(), M, N, K, arch=arch, config=config, dtype=dtype)
+    finally:
+        ROTATE["on"] = False
+
+
+def build_rotated(M, N, K, arch, config, dtype="bf16"):
+    """Step 29 (step 20's or step 23's kernel) with each tile's K loop rotated."""
+    stock = (s20.produce_tiles, s23.produce_units)
+    s20.produce_tiles, s23.produce_units, ROTATE["on"] = produce_tiles_rot, produce_units_rot, True
+    try:
+        return schedules.build(29, M, N, K, arch=arch, config=config, dtype=dtype)
+    finally:
+        (s20.produce_tiles, s23.produce_units), ROTATE["on"] = stock, False
 
 
 def config(M, N, K, bm, split=1, stages=None):
@@ -208,13 +271,22 @@ def config(M, N, K, bm, split=1, stages=None):
     return PairedConfig(block_m=bm, block_n=64, stages=st, split_k=split, ctas=min(132, units))
 
 
-SHAPES = {  # shape: the paired configs to try (block_m, split, stages)
-    (4096, 128, 4096): [(64, 1, None), (64, 1, 8), (128, 2, None)],
-    (8192, 32, 2048): [(64, 1, None), (128, 1, None), (128, 2, None)],
-    (6144, 96, 2048): [(96, 1, None), (64, 1, None)],
-    (96, 6144, 2048): [(96, 1, None), (96, 2, None)],
-    (3072, 3072, 96): [(128, 1, None)],
-}
+# shape: the variants, (label, builder, config or None for the pick's); the pick first
+def variants(M, N, K, pick_cfg):
+    s29cfg = schedules.get_step(29).default_config(M, N, K, "bf16")
+    out = [("step 29 rotated", build_rotated, pick_cfg if isinstance(pick_cfg, type(s29cfg)) else s29cfg)]
+    if (M, N, K) == (4096, 128, 4096):
+        out += [("step 29 13 stages", None, replace(s29cfg, stages=13)),
+                ("step 29 13 stages rotated", build_rotated, replace(s29cfg, stages=13))]
+    if N <= 128 or M <= 128:
+        bm = {(4096, 128, 4096): 64, (8192, 32, 2048): 128, (6144, 96, 2048): 96, (96, 6144, 2048): 96}[(M, N, K)]
+        cfg = config(M, N, K, bm, 1, 8 if bm == 64 else None)
+        out += [("paired", lambda *a, **k: build_paired(*a, **k), cfg),
+                ("paired rotated", lambda *a, **k: build_paired(*a, rotate=True, **k), cfg)]
+    return out
+
+
+SHAPES = [(4096, 128, 4096), (8192, 32, 2048), (6144, 96, 2048), (96, 6144, 2048), (4096, 4096, 4096)]
 
 
 def main():
@@ -233,15 +305,17 @@ def main():
     dev = tvm.cuda(0)
     run = harness.KernelRunner(repeat=10, isolate=False)
     tol = harness.tolerance(29, dtype)
-    for (M, N, K), opts in SHAPES.items():
+    for (M, N, K) in SHAPES:
         pick = schedules.fastest(M, N, K, precision=dtype, arch="sm_90", gpu="NVIDIA H200")
         names, libs = [], []
         cands = [(f"pick: step {pick.step.number} {pick.config}", lambda: schedules.build(
             pick.step.number, M, N, K, arch="sm_90a", config=pick.config, dtype=dtype))]
-        for bm, split, st in opts:
-            cfg = config(M, N, K, bm, split, st)
-            cands.append((f"paired {bm}x64 split {split} stages {cfg.stages} ctas {cfg.ctas}",
-                          lambda cfg=cfg: build_paired(M, N, K, "sm_90a", cfg, dtype)))
+        for label, builder, cfg in variants(M, N, K, pick.config):
+            if builder is None:
+                make = (lambda cfg=cfg: schedules.build(29, M, N, K, arch="sm_90a", config=cfg, dtype=dtype))
+            else:
+                make = (lambda cfg=cfg, builder=builder: builder(M, N, K, "sm_90a", cfg, dtype))
+            cands.append((f"{label} {cfg}", make))
         for name, make in cands:
             try:
                 lib = make()
