@@ -515,6 +515,35 @@ def test_in_turns_times_every_step_beside_its_own_cublas(tmp_path, fake_gpu, cap
     assert "give it among --references" in capsys.readouterr().err
 
 
+def test_graph_replays_the_rows_timed_beside_cublas_only(tmp_path, fake_gpu, capsys, monkeypatch):
+    # --graph: the jobs that time a kernel in turns with cuBLAS (the pick's; with --in-turns each
+    # step's) carry the flag, the others do not; the report and the method say how they were timed.
+    args = bench.parser().parse_args(["--shapes", "512x512x512,1024x1024x1024", "--graph"])
+    items = bench.chosen_items(args, shapeset.load(args.shape_set))
+    choices = {i.shape: schedules.fastest(*i.shape, arch="sm_90") for i in items}
+    assert [j[10:] for j in bench.fastest_jobs(items, choices, "sm_90", args, references.CUBLAS)] == [("cublas", True)] * 2
+    assert [j[10:] for j in bench.fastest_jobs(items, choices, "sm_90", args)] == [(None, False)] * 2
+    plain = bench.parser().parse_args(["--shapes", "512x512x512"])
+    assert bench.fastest_jobs(items[:1], choices, "sm_90", plain, references.CUBLAS)[0][10:] == ("cublas", False)
+    fake_gpu()
+    printed = []
+    report = bench.format_report
+    monkeypatch.setattr(bench, "format_report", lambda doc: printed.append(doc) or report(doc))
+    seen = []
+    jobs = bench.run_jobs
+    monkeypatch.setattr(bench, "run_jobs", lambda js, w, on: seen.extend(js) or jobs(js, w, on))
+    assert fake_run(tmp_path, ["--class", "square", "--in-turns", "--graph"]) == 0
+    assert {(j[1], j[11]) for j in seen if j[0] == "step"} == {(9, True), (10, True)}
+    assert all(len(j) < 12 for j in seen if j[0] == "cublas")
+    assert "(--graph)" in printed[0]["method"]["timer"]
+    assert "--graph: each row timed in turns with cuBLAS is its TVM kernel replayed from a CUDA graph" \
+        in capsys.readouterr().out
+    for bad in (["--graph", "--save"], ["--graph", "--save-dispatch"], ["--graph", "--check-only"],
+                ["--graph", "--build-only"], ["--graph", "--list"]):
+        assert bench.main(bad) == options.EXIT_USAGE
+    assert "a judgement, not a table" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("same_set", [True, False], ids=["same-shape-set", "another-shape-set"])
 def test_a_run_keeps_the_table_of_a_precision_it_did_not_time(tmp_path, fake_gpu, shape_set, same_set):
     # This GPU's TF32 rows, measured before on the same set, survive an fp32 run's --save; on
@@ -797,8 +826,8 @@ def test_the_pick_and_cublas_in_turns_give_both_rows(fake_worker, monkeypatch):
     monkeypatch.setattr(fake_worker, "dev", "dev", raising=False)
     calls = []
 
-    def beside(lib, dev, M, N, K, repeat, rounds, seed, tf32=False, dtype="fp32"):
-        calls.append((dev, (M, N, K), repeat, rounds, tf32, dtype))
+    def beside(lib, dev, M, N, K, repeat, rounds, seed, tf32=False, dtype="fp32", graph=False):
+        calls.append((dev, (M, N, K), repeat, rounds, tf32, dtype) + ((True,) if graph else ()))
         return (harness.Timing(2.0, 1.9, 2.2, 90, 1, host_us=5.0, rounds_ms=[2.0, 2.1, 1.9]),
                 harness.Timing(1.0, 0.9, 1.1, 90, 1, host_us=5.0), 4e-3)
 
@@ -810,6 +839,8 @@ def test_the_pick_and_cublas_in_turns_give_both_rows(fake_worker, monkeypatch):
     assert res[bench.AGAIN]["error"] is None  # cuBLAS bf16's own bound, not the pick's
     bench._job("fastest", 18, (64, 32, 16), None, "sm_90", 30, 1, 5e-3, True, "fp32", "cublas_tf32")
     assert calls[-1][4] is True  # TF32's baseline timed as TF32
+    bench._job("fastest", 23, (64, 32, 16), None, "sm_90", 30, 1, 5e-3, True, "bf16", "cublas_bf16", True)
+    assert calls[-1] == ("dev", (64, 32, 16), 30, bench.PAIR_ROUNDS, False, "bf16", True)  # --graph: replayed
     fake_worker.fault = "an illegal memory access was encountered"
     res = bench._job("fastest", 23, (64, 32, 16), None, "sm_90", 30, 1, 5e-3, True, "bf16", "cublas_bf16")
     assert res["pick"]["error"] == res[bench.AGAIN]["error"] == "RuntimeError: second line" and bench._poisoned

@@ -49,7 +49,7 @@ HONOURED = {
                          {"--seed", "--build-only", "--explain", "--compare"}),
     "steps.bench": ({"--steps", "--references", "--class", "--shapes", "--repeat", "--arch", "--seed", "--workers",
                      "--save", "--save-dispatch", "--check-only", "--build-only", "--list", "--fastest", "--dtype",
-                     "--in-turns"},
+                     "--in-turns", "--graph"},
                     {"--sizes", "--shape", "--explain", "--compare", "--results-dir", "--shape-set", "--dispatch-table"}),
     "steps.rpc_pool": ({"--gpus", "--key", "--tracker", "--host", "--port", "--server-port", "--custom-addr", "--fork"},
                        {"--sizes", "--repeat", "--arch"}),

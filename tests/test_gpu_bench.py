@@ -3,9 +3,11 @@ only, saved), and a faulting kernel in its worker pool costing that kernel only.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import schedules
@@ -107,6 +109,38 @@ def test_a_kernel_and_cublas_are_timed_in_turns(arch, dtype):
         assert t.min_ms <= t.median_ms <= t.max_ms and t.median_ms > 0 and t.host_us > 0
         assert t.median_ms == pytest.approx(sorted(t.rounds_ms)[1])
     assert err <= (1e-5 if dtype == "fp32" else 1e-2)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_kernel_replayed_from_a_cuda_graph_is_timed_beside_cublas(arch, dtype):
+    # time_beside_cublas(graph=True): the kernel's calls captured in a CUDA graph (proved to do
+    # what a plain call does), replayed as cuBLAS is; at 256^3 the host is then out of the way:
+    # submitting a replay costs a fraction of a microsecond a call.
+    if not harness.cublas_available():
+        pytest.skip("CuPy or libcublas missing: pip install -e \".[cublas]\"")
+    step = 10 if dtype == "fp32" else 13
+    lib = harness._build(step, 256, 256, 256, arch, None, dtype)
+    runner = harness.KernelRunner(repeat=5, seed=1, isolate=False)
+    mine, theirs, err = harness.time_beside_cublas(lib, runner.dev, 256, 256, 256, 5, 3, seed=1, dtype=dtype, graph=True)
+    assert len(mine.rounds_ms) == 3 and mine.median_ms > 0 and mine.number > 1
+    assert mine.host_us < 0.5 * mine.median_ms * 1e3 and not mine.host_bound
+    assert err <= (1e-5 if dtype == "fp32" else 1e-2)
+
+
+def test_a_graph_that_launches_nothing_is_caught(arch):
+    # replay_matches: a "replay" that runs nothing leaves C as NaN, and reads inf.
+    if not harness.cublas_available():
+        pytest.skip("CuPy missing: pip install -e \".[cublas]\"")
+    import cupy as cp
+
+    lib = harness._build(10, 64, 64, 64, arch, None)
+    runner = harness.KernelRunner(repeat=3, seed=1, isolate=False)
+    a, b = harness.random_operands(64, 64, 64, runner.rng)
+    args = [runner._tensor(x) for x in (a, b, np.zeros((64, 64), np.float32))]
+    stream = cp.cuda.Stream(non_blocking=True)
+    assert harness.replay_matches(lib["main"], args, lambda: None, stream, runner.dev) == math.inf
+    replay, _, number = harness.tvm_graph_sampler(lib["main"], args, runner.dev, stream)
+    assert number >= 1 and harness.replay_matches(lib["main"], args, replay, stream, runner.dev) <= harness.REPLAY_TOLERANCE
 
 
 def test_in_turns_gives_each_step_its_own_cublas_row():

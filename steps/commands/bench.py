@@ -166,6 +166,10 @@ def parser() -> argparse.ArgumentParser:
                    help="time every step in turns with the baseline, in one job (three rounds each), and each "
                         "step's ratio to that cuBLAS: a ratio that decides a bar, for a few shapes (it times cuBLAS "
                         "once per step); the fastest row is always timed so")
+    p.add_argument("--graph", action="store_true",
+                   help="the rows timed in turns with cuBLAS (the fastest row; with --in-turns every step) replay the "
+                        "TVM kernel from a CUDA graph too, as cuBLAS is: kernel time at every shape, the host out of "
+                        "the way (a judgement, not a table: not with --save or --save-dispatch)")
     p.add_argument("--list", action="store_true", help="print the shape set (classes, rationale, shapes) and stop")
     options.add_dtype_option(p)
     p.add_argument("--shape-set", type=Path, default=shapeset.SHAPES_PATH, help=argparse.SUPPRESS)
@@ -192,6 +196,11 @@ def check_options(args) -> None:
         raise options.UsageError("--fastest is a timed row; drop --check-only, --build-only or --list")
     if args.in_turns and (args.check_only or args.build_only or args.list):
         raise options.UsageError("--in-turns is a way of timing; drop --check-only, --build-only or --list")
+    if args.graph and (args.check_only or args.build_only or args.list):
+        raise options.UsageError("--graph is a way of timing; drop --check-only, --build-only or --list")
+    if args.graph and (args.save or args.save_dispatch):
+        raise options.UsageError("--graph times the rows beside cuBLAS from CUDA graphs and the others as the "
+                                 "tables are timed; a judgement, not a table: drop --save or --save-dispatch")
 
 
 @dataclass(frozen=True)
@@ -286,14 +295,15 @@ _poisoned = False  # in a worker: a CUDA fault has broken this process's context
 
 
 def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, tolerance: float, timed: bool,
-         dtype: str = "fp32", beside: str | None = None) -> dict:
+         dtype: str = "fp32", beside: str | None = None, graph: bool = False) -> dict:
     """One kernel in a pool worker: ``kind`` "step" (key: a step number), "fastest" (the same,
     the pick), "tvm" (key: a reference's "module:function" builder, config its argument), "cublas"
     (key: the reference key) or "build" (build and nvcc only, no GPU). Returns
     Measurement.as_dict() (for "build": the nvcc report and an error or None). The build, and the
     NVRTC compile that loading does, run outside the GPU lock; the float64 reference, the check
     and the timing inside it. `beside` (a cuBLAS reference's key): the kernel and that cuBLAS
-    timed in turns (``harness.time_beside_cublas``), and {"pick": ..., AGAIN: ...} returned."""
+    timed in turns (``harness.time_beside_cublas``; `graph`, the kernel replayed from a CUDA graph
+    too), and {"pick": ..., AGAIN: ...} returned."""
     global _poisoned
     if _poisoned:  # exit, so the pool replaces this process; the job is retried in a fresh one
         os._exit(3)
@@ -315,7 +325,7 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
         m.error = f"build failed: {harness._one_line(exc)}"
         return m.as_dict()
     if beside is not None:
-        return _pair(m, lib, beside, repeat, seed, tolerance, dtype)
+        return _pair(m, lib, beside, repeat, seed, tolerance, dtype, graph)
     with lock:
         try:
             runner = harness.KernelRunner(repeat=repeat, seed=seed, isolate=False)
@@ -332,7 +342,8 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
 PAIR_ROUNDS = 3  # the pick and cuBLAS in turns: kernel, cuBLAS; cuBLAS, kernel; kernel, cuBLAS
 
 
-def _pair(m: harness.Measurement, lib, base_key: str, repeat: int, seed: int, tolerance: float, dtype: str) -> dict:
+def _pair(m: harness.Measurement, lib, base_key: str, repeat: int, seed: int, tolerance: float, dtype: str,
+          graph: bool = False) -> dict:
     """A kernel's job with its baseline beside it (the fastest row's; with --in-turns, each
     step's): the kernel checked, then it and cuBLAS (`base_key`) timed in turns
     (``harness.time_beside_cublas``); both rows' dicts, the kernel's under "pick"."""
@@ -344,7 +355,7 @@ def _pair(m: harness.Measurement, lib, base_key: str, repeat: int, seed: int, to
             runner = harness.KernelRunner(repeat=repeat, seed=seed, isolate=False)
             m.rel_err = runner.check(lib["main"], m.M, m.N, m.K, dtype)
             mine_t, theirs_t, theirs.rel_err = harness.time_beside_cublas(
-                lib, runner.dev, m.M, m.N, m.K, repeat, PAIR_ROUNDS, seed, tf32=ref.tf32, dtype=dtype)
+                lib, runner.dev, m.M, m.N, m.K, repeat, PAIR_ROUNDS, seed, tf32=ref.tf32, dtype=dtype, graph=graph)
         except Exception as exc:  # a load, launch or fault: CUDA's context here may be gone
             m.error = theirs.error = harness._one_line(exc)
             _poisoned = True
@@ -478,7 +489,7 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
                 beside = next((i.ref.key for i in impls if i.beside == impl.key
                                and not references.available(i.ref, item.shape, gpu_name)), None)
                 jobs.append(("step", impl.step.number, item.shape, cfg, arch, args.repeat, seed,
-                             harness.tolerance(impl.step, dtype), timed, dtype, beside))
+                             harness.tolerance(impl.step, dtype), timed, dtype, beside, bool(beside) and getattr(args, "graph", False)))
                 continue
             why_not = references.available(impl.ref, item.shape, gpu_name)
             if why_not:
@@ -596,7 +607,7 @@ def fastest_jobs(items: list[Item], choices: dict, arch: str, args, baseline=Non
         beside = None if baseline is None or references.available(baseline, i.shape, gpu_name) else baseline.key
         jobs.append((FASTEST, choices[i.shape].step.number, i.shape, choices[i.shape].config, arch, args.repeat,
                      int(rng.integers(2**63 - 1)), harness.tolerance(choices[i.shape].step, args.dtype), True,
-                     args.dtype, beside))
+                     args.dtype, beside, bool(beside) and getattr(args, "graph", False)))
     return jobs
 
 
@@ -665,6 +676,9 @@ def document(impls: list[Impl], items: list[Item], configs, measured: dict, env:
                          "median_ms": m.median_ms, "min_ms": m.min_ms, "max_ms": m.max_ms, "gflops": m.gflops,
                          "rel_err": m.rel_err, "host_us": m.host_us, "host_bound": m.host_bound, "error": m.error})
     method = references.method(args.repeat)
+    if getattr(args, "graph", False):
+        method["timer"] += ("; the rows timed in turns with cuBLAS (--graph): the TVM kernel's calls captured in a "
+                            "CUDA graph and replayed, CUDA events around each replay, as cuBLAS's")
     method.update(tolerance=harness.TOLERANCE if args.dtype == "fp32" else dtypes.tolerance(args.dtype),
                   timed=not args.check_only, seed=args.seed,
                   check="fresh random inputs in [-1, 1), C poisoned with NaN, ||C - C_ref|| / ||C_ref|| "
@@ -763,6 +777,9 @@ def format_report(doc: dict) -> str:
     lines.append(rule)
     legend = [f"{_short(i)}: {i['label']}" for i in impls]
     lines.append("; ".join(legend))
+    if "(--graph)" in doc["method"].get("timer", ""):
+        lines.append("--graph: each row timed in turns with cuBLAS is its TVM kernel replayed from a CUDA graph, as "
+                     "cuBLAS is; the other rows time_evaluator's back-to-back calls")
     for impl in shapes.step_impls(doc):
         err = shapes.max_rel_err(doc, impl["key"])
         failed = sum(1 for r in doc["results"] if r["impl"] == impl["key"] and r.get("error"))

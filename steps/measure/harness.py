@@ -617,10 +617,55 @@ def warm_graph(replay, stream) -> None:
     stream.synchronize()
 
 
+class GraphCaptureError(RuntimeError):
+    """A TVM function's CUDA graph did not do what a plain call does."""
+
+
+def tvm_graph_sampler(func, args, dev, stream):
+    """``graph_sampler`` for a TVM function called on `args`: its launches captured on `stream`
+    (a CuPy stream), made the FFI's current stream for `dev` while it is probed and captured (TVM
+    0.27 launches on that stream; a launch elsewhere invalidates the capture, which raises)."""
+    import tvm_ffi
+
+    with tvm_ffi.use_raw_stream(tvm_ffi.device(f"cuda:{dev.index}"), stream.ptr):
+        return graph_sampler(lambda: func(*args), stream)
+
+
+def replay_matches(func, args, replay, stream, dev, dtype: str = "fp32") -> float:
+    """The proof that a graph holds the kernels: C poisoned with NaN and one plain call, then C
+    poisoned again and one replay; the replay's relative difference from the call (inf where it
+    left NaN: a graph that launched nothing)."""
+    import tvm
+
+    out = args[2]
+    poison = dtypes.to_device(tvm, dtypes.nan_filled(tuple(out.shape), dtype), dtype, dev)
+    out.copyfrom(poison)
+    dev.sync()
+    func(*args)
+    dev.sync()
+    first = dtypes.to_float64(dtypes.from_device(out, dtype), dtype)
+    out.copyfrom(poison)
+    dev.sync()
+    replay()
+    stream.synchronize()
+    return relative_error(dtypes.from_device(out, dtype), first, dtype)
+
+
+# A replay's output against a plain call's: the same kernels on the same inputs (a split's parts
+# are added in a fixed order; step 11's atomics may round in another), so far below any tolerance.
+REPLAY_TOLERANCE = 1e-5
+
+
 def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: int, seed: int | None = None,
-                       tf32: bool = False, dtype: str = "fp32") -> tuple[Timing, Timing, float]:
+                       tf32: bool = False, dtype: str = "fp32", graph: bool = False) -> tuple[Timing, Timing, float]:
     """A TVM kernel and cuBLAS on one shape, timed in turns in one process: (the kernel's Timing,
     cuBLAS's, cuBLAS's relative error against float64).
+
+    `graph`: the kernel is replayed from a CUDA graph too, as cuBLAS is (``tvm_graph_sampler``;
+    proved to hold the kernels by ``replay_matches``, GraphCaptureError if not), so the host is
+    out of the way on both sides: kernel time where time_evaluator's back-to-back calls are
+    host-bound (H200, 2026-11-29: 512^3 bf16 6.4 us a call from time_evaluator, 2.8 from a graph;
+    within 1-3% of each other from 8 us up; docs/method.md).
 
     cuBLAS is checked (``checked_cublas``), then both warm up (WARMUP_MS each) and run `rounds`
     rounds of `repeat` samples each, the kernel first in even rounds and cuBLAS first in odd ones.
@@ -637,18 +682,35 @@ def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: in
     with checked_cublas(M, N, K, seed, tf32, dtype) as (gemm, a, b, err):
         replay, sample, number = graph_sampler(gemm, gemm.stream)
         args = [on_device(x) for x in (a, b, dtypes.zeros((M, N), dtype))]
-        timer, mine_number = warmed_timer(lib.mod, dev, args, repeat)
+        func = lib["main"]
+        if graph:
+            import cupy as cp
+
+            own = cp.cuda.Stream(non_blocking=True)
+            func(*args)  # once outside the capture: TVM's workspace pool allocates here, not in the graph
+            dev.sync()
+            mine_replay, mine_sample, mine_number = tvm_graph_sampler(func, args, dev, own)
+            differs = replay_matches(func, args, mine_replay, own, dev, dtype)
+            if not differs <= REPLAY_TOLERANCE:
+                raise GraphCaptureError(f"a replay of the kernel's CUDA graph differs from a plain call by {differs:.2g}")
+            warm_graph(mine_replay, own)
+            mine_samples = lambda: [mine_sample() for _ in range(repeat)]  # noqa: E731
+        else:
+            timer, mine_number = warmed_timer(lib.mod, dev, args, repeat)
+            mine_samples = lambda: [x * 1e3 for x in timer(*args).results]  # noqa: E731
         warm_graph(replay, gemm.stream)
         medians: tuple[list, list] = ([], [])
         samples: tuple[list, list] = ([], [])
         for r in range(rounds):
             for who in ((0, 1) if r % 2 == 0 else (1, 0)):
-                ms = [x * 1e3 for x in timer(*args).results] if who == 0 else [sample() for _ in range(repeat)]
+                ms = mine_samples() if who == 0 else [sample() for _ in range(repeat)]
                 medians[who].append(statistics.median(ms))
                 samples[who].extend(ms)
         mine, theirs = (over_rounds(m, x, n) for m, x, n in zip(medians, samples, (mine_number, number)))
-        func = lib["main"]
-        mine.host_us = host_submit_us(lambda: func(*args), dev.sync, mine.median_ms)
+        if graph:
+            mine.host_us = host_submit_us(mine_replay, own.synchronize, mine.median_ms * mine_number) / mine_number
+        else:
+            mine.host_us = host_submit_us(lambda: func(*args), dev.sync, mine.median_ms)
         theirs.host_us = host_submit_us(replay, gemm.stream.synchronize, theirs.median_ms * number) / number
     return mine, theirs, err
 
