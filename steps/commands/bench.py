@@ -8,6 +8,7 @@
     python -m steps.bench --steps 13,18,20,22,23 --save-dispatch   # the TF32 rows, against cuBLAS TF32
     python -m steps.bench --dtype bf16 --save-dispatch    # bf16 inputs: the bf16 rows (every step with a bf16 form)
     python -m steps.bench --dtype bf16 --steps 27,29 --shapes 4096x4096x4096 --in-turns   # each step in turns with cuBLAS
+    python -m steps.bench --dtype bf16 --steps 24 --fastest --graph   # the pick and cuBLAS both replayed from CUDA graphs
     python -m steps.bench --steps all --check-only  # every step correct on every shape; nothing timed
     python -m steps.bench --build-only              # anywhere: build every kernel, report its resources
     python -m steps.bench --list                    # the shape set: classes, why, shapes
@@ -32,7 +33,9 @@ measurements the rule chooses from; ``--fastest`` adds the row to a run with ``-
 (steps/measure/harness.py): fresh random inputs, C poisoned with NaN, ‖C − C_ref‖/‖C_ref‖ ≤ 1e-5
 against float64, then kernel time (time_evaluator for TVM kernels, a replayed CUDA graph for
 cuBLAS) guarded against host-bound readings (†; a ratio involving one is left out of the
-geometric means and said so).
+geometric means and said so). ``--graph`` replays the kernel of each row timed in turns with cuBLAS
+from a CUDA graph too (``harness.time_beside_cublas``), so the host is out of the way at every
+shape (docs/method.md).
 
 Worker processes (``--workers``, default the CPU count up to 12) build and load the kernels in
 parallel; one at a time holds the GPU, for its float64 reference, the check and the timing,
