@@ -515,33 +515,41 @@ def test_in_turns_times_every_step_beside_its_own_cublas(tmp_path, fake_gpu, cap
     assert "give it among --references" in capsys.readouterr().err
 
 
-def test_graph_replays_the_rows_timed_beside_cublas_only(tmp_path, fake_gpu, capsys, monkeypatch):
-    # --graph: the jobs that time a kernel in turns with cuBLAS (the pick's; with --in-turns each
-    # step's) carry the flag, the others do not; the report and the method say how they were timed.
+def test_graph_times_every_tvm_kernel_from_a_cuda_graph(tmp_path, fake_gpu, capsys, monkeypatch):
+    # --graph: every TVM job carries the flag (the steps', the pick's, a TVM reference's), the
+    # paired ones too; cuBLAS's jobs need none (always from a graph). The report and the method say
+    # so, and with --save each precision's rows of the dispatch table say "cuda graph".
     args = bench.parser().parse_args(["--shapes", "512x512x512,1024x1024x1024", "--graph"])
     items = bench.chosen_items(args, shapeset.load(args.shape_set))
     choices = {i.shape: schedules.fastest(*i.shape, arch="sm_90") for i in items}
     assert [j[10:] for j in bench.fastest_jobs(items, choices, "sm_90", args, references.CUBLAS)] == [("cublas", True)] * 2
-    assert [j[10:] for j in bench.fastest_jobs(items, choices, "sm_90", args)] == [(None, False)] * 2
+    assert [j[10:] for j in bench.fastest_jobs(items, choices, "sm_90", args)] == [(None, True)] * 2
     plain = bench.parser().parse_args(["--shapes", "512x512x512"])
     assert bench.fastest_jobs(items[:1], choices, "sm_90", plain, references.CUBLAS)[0][10:] == ("cublas", False)
+    impls = bench.implementations([schedules.get_step(10)], [references.CUBLAS, references.DLIGHT], None)
+    jobs, _ = bench.jobs_for(impls, items, {(10, i.shape): None for i in items}, "sm_90", args, None)
+    assert {(j[0], j[11]) for j in jobs if j[0] != "cublas"} == {("step", True), ("tvm", True)}
+    assert all(len(j) < 12 for j in jobs if j[0] == "cublas")
     fake_gpu()
     printed = []
     report = bench.format_report
     monkeypatch.setattr(bench, "format_report", lambda doc: printed.append(doc) or report(doc))
     seen = []
-    jobs = bench.run_jobs
-    monkeypatch.setattr(bench, "run_jobs", lambda js, w, on: seen.extend(js) or jobs(js, w, on))
-    assert fake_run(tmp_path, ["--class", "square", "--in-turns", "--graph"]) == 0
-    assert {(j[1], j[11]) for j in seen if j[0] == "step"} == {(9, True), (10, True)}
-    assert all(len(j) < 12 for j in seen if j[0] == "cublas")
+    run_jobs = bench.run_jobs
+    monkeypatch.setattr(bench, "run_jobs", lambda js, w, on: seen.extend(js) or run_jobs(js, w, on))
+    assert fake_run(tmp_path, ["--save", "--graph"], with_fastest=True) == 0
+    assert {j[11] for j in seen if j[0] in ("step", bench.FASTEST)} == {True}
     assert "(--graph)" in printed[0]["method"]["timer"]
-    assert "--graph: each row timed in turns with cuBLAS is its TVM kernel replayed from a CUDA graph" \
-        in capsys.readouterr().out
-    for bad in (["--graph", "--save"], ["--graph", "--save-dispatch"], ["--graph", "--check-only"],
-                ["--graph", "--build-only"], ["--graph", "--list"]):
+    assert "--graph: every TVM kernel replayed from a CUDA graph" in capsys.readouterr().out
+    entry = next(e for e in json.loads((tmp_path / "dispatch.json").read_text())["gpus"] if e["gpu"] == "Fake GPU 80GB")
+    assert entry["precisions"]["fp32"]["timer"] == bench.GRAPH_TIMER == "cuda graph"
+    assert "(--graph)" in shapes.load(tmp_path / "fake-gpu-80gb")["method"]["timer"]
+    assert "timer" not in bench.dispatch_table([schedules.get_step(10)], items, {}, dict(FAKE_ENV, date="d"), "sm_90",
+                                               shapeset.load(args.shape_set), {"schema": "dispatch-1", "gpus": []}
+                                               )["gpus"][0]["precisions"]["fp32"]
+    for bad in (["--graph", "--check-only"], ["--graph", "--build-only"], ["--graph", "--list"]):
         assert bench.main(bad) == options.EXIT_USAGE
-    assert "a judgement, not a table" in capsys.readouterr().err
+    assert "--graph is a way of timing" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("same_set", [True, False], ids=["same-shape-set", "another-shape-set"])
@@ -772,8 +780,11 @@ class _FakeRunner:
             raise RuntimeError(f"CUDA: {self.fault}\nsecond line")
         return self.rel_err
 
-    def time(self, lib, M, N, K, dtype="fp32"):
+    graphs: list = []  # each timing's graph flag, in order
+
+    def time(self, lib, M, N, K, dtype="fp32", graph=False):
         self.dtypes.append(dtype)
+        self.graphs.append(graph)
         return harness.Timing(1.0, 0.9, 1.1, 3, 1, host_us=5.0)
 
 
@@ -785,6 +796,7 @@ def fake_worker(monkeypatch):
     monkeypatch.setattr(harness, "KernelRunner", _FakeRunner)
     monkeypatch.setattr(harness, "_build", lambda spec, M, N, K, arch, config, dtype="fp32": {"main": object()})
     monkeypatch.setattr(_FakeRunner, "dtypes", [])
+    monkeypatch.setattr(_FakeRunner, "graphs", [])
     monkeypatch.setattr(bench, "_poisoned", False)
     monkeypatch.setattr(_FakeRunner, "rel_err", 3e-7)  # each test's changes are undone after it
     monkeypatch.setattr(_FakeRunner, "fault", None)
@@ -801,6 +813,9 @@ def test_the_job_checks_and_times_under_the_lock(fake_worker):
     wrong = bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True)
     assert wrong["error"].startswith("wrong result: relative error 2e-05 > 1e-05")
     assert bench._job("step", 12, (64, 32, 16), None, "sm_90", 3, 1, 5e-3, True)["error"] is None  # its own bound
+    fake_worker.rel_err = 3e-7
+    assert bench._job("step", 10, (64, 32, 16), None, "sm_90", 3, 1, 1e-5, True, "fp32", None, True)["error"] is None
+    assert fake_worker.graphs == [False, False, False, True]  # --graph reaches the timing
     assert not bench._poisoned
     # A 16-bit job checks and times its kernel on inputs of its dtype.
     fake_worker.dtypes.clear()

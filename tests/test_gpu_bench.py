@@ -127,6 +127,18 @@ def test_a_kernel_replayed_from_a_cuda_graph_is_timed_beside_cublas(arch, dtype)
     assert err <= (1e-5 if dtype == "fp32" else 1e-2)
 
 
+def test_a_run_with_graph_times_every_kernel_from_a_graph(tmp_path):
+    # steps.bench --graph: a step, the pick and cuBLAS, every one from a CUDA graph; at 256^3 and
+    # 33x65x129 (a few microseconds) none is host-bound, and every kernel passes its check.
+    if not harness.cublas_available():
+        pytest.skip("CuPy or libcublas missing: pip install -e \".[cublas]\"")
+    proc = run("--steps", "10", "--fastest", "--graph", "--shapes", "256x256x256,33x65x129", "--repeat", "5",
+               "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "--graph: every TVM kernel replayed from a CUDA graph" in proc.stdout
+    assert "FAILED" not in proc.stdout + proc.stderr and "†" not in proc.stdout.split("[square]")[1].split("---")[0]
+
+
 def test_a_graph_that_launches_nothing_is_caught(arch):
     # replay_matches: a "replay" that runs nothing leaves C as NaN, and reads inf.
     if not harness.cublas_available():

@@ -8,7 +8,7 @@
     python -m steps.bench --steps 13,18,20,22,23 --save-dispatch   # the TF32 rows, against cuBLAS TF32
     python -m steps.bench --dtype bf16 --save-dispatch    # bf16 inputs: the bf16 rows (every step with a bf16 form)
     python -m steps.bench --dtype bf16 --steps 27,29 --shapes 4096x4096x4096 --in-turns   # each step in turns with cuBLAS
-    python -m steps.bench --dtype bf16 --steps 24 --fastest --graph   # the pick and cuBLAS both replayed from CUDA graphs
+    python -m steps.bench --dtype bf16 --steps 24 --fastest --graph   # every kernel replayed from CUDA graphs, cuBLAS too
     python -m steps.bench --steps all --check-only  # every step correct on every shape; nothing timed
     python -m steps.bench --build-only              # anywhere: build every kernel, report its resources
     python -m steps.bench --list                    # the shape set: classes, why, shapes
@@ -33,9 +33,9 @@ measurements the rule chooses from; ``--fastest`` adds the row to a run with ``-
 (steps/measure/harness.py): fresh random inputs, C poisoned with NaN, ‖C − C_ref‖/‖C_ref‖ ≤ 1e-5
 against float64, then kernel time (time_evaluator for TVM kernels, a replayed CUDA graph for
 cuBLAS) guarded against host-bound readings (†; a ratio involving one is left out of the
-geometric means and said so). ``--graph`` replays the kernel of each row timed in turns with cuBLAS
-from a CUDA graph too (``harness.time_beside_cublas``), so the host is out of the way at every
-shape (docs/method.md).
+geometric means and said so). ``--graph`` replays every TVM kernel from a CUDA graph too
+(``harness.tvm_graph``), so the host is out of the way at every shape; with ``--save`` each
+precision's rows of the dispatch table then say ``"timer": "cuda graph"`` (docs/method.md).
 
 Worker processes (``--workers``, default the CPU count up to 12) build and load the kernels in
 parallel; one at a time holds the GPU, for its float64 reference, the check and the timing,
@@ -170,9 +170,9 @@ def parser() -> argparse.ArgumentParser:
                         "step's ratio to that cuBLAS: a ratio that decides a bar, for a few shapes (it times cuBLAS "
                         "once per step); the fastest row is always timed so")
     p.add_argument("--graph", action="store_true",
-                   help="the rows timed in turns with cuBLAS (the fastest row; with --in-turns every step) replay the "
-                        "TVM kernel from a CUDA graph too, as cuBLAS is: kernel time at every shape, the host out of "
-                        "the way (a judgement, not a table: not with --save or --save-dispatch)")
+                   help="time every TVM kernel (the steps, the fastest row, dlight's) replayed from a CUDA graph, as "
+                        "cuBLAS is: kernel time at every shape, the host out of the way; with --save the tables "
+                        "hold kernel times (each precision's rows say so)")
     p.add_argument("--list", action="store_true", help="print the shape set (classes, rationale, shapes) and stop")
     options.add_dtype_option(p)
     p.add_argument("--shape-set", type=Path, default=shapeset.SHAPES_PATH, help=argparse.SUPPRESS)
@@ -201,9 +201,6 @@ def check_options(args) -> None:
         raise options.UsageError("--in-turns is a way of timing; drop --check-only, --build-only or --list")
     if args.graph and (args.check_only or args.build_only or args.list):
         raise options.UsageError("--graph is a way of timing; drop --check-only, --build-only or --list")
-    if args.graph and (args.save or args.save_dispatch):
-        raise options.UsageError("--graph times the rows beside cuBLAS from CUDA graphs and the others as the "
-                                 "tables are timed; a judgement, not a table: drop --save or --save-dispatch")
 
 
 @dataclass(frozen=True)
@@ -334,7 +331,7 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
             runner = harness.KernelRunner(repeat=repeat, seed=seed, isolate=False)
             m.rel_err = runner.check(func, M, N, K, dtype)
             if timed:
-                m.set_timing(runner.time(lib, M, N, K, dtype))
+                m.set_timing(runner.time(lib, M, N, K, dtype, graph=graph))
         except Exception as exc:  # a load, launch or fault: CUDA's context here may be gone
             m.error = harness._one_line(exc)
             _poisoned = True
@@ -492,7 +489,7 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
                 beside = next((i.ref.key for i in impls if i.beside == impl.key
                                and not references.available(i.ref, item.shape, gpu_name)), None)
                 jobs.append(("step", impl.step.number, item.shape, cfg, arch, args.repeat, seed,
-                             harness.tolerance(impl.step, dtype), timed, dtype, beside, bool(beside) and getattr(args, "graph", False)))
+                             harness.tolerance(impl.step, dtype), timed, dtype, beside, getattr(args, "graph", False)))
                 continue
             why_not = references.available(impl.ref, item.shape, gpu_name)
             if why_not:
@@ -503,7 +500,7 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
             else:
                 config = str(references.metaschedule_dir(gpu_name)) if impl.ref is references.METASCHEDULE else None
                 jobs.append(("tvm", impl.ref.builder, item.shape, config, arch, args.repeat, seed,
-                             impl.ref.tolerance, timed, dtype))
+                             impl.ref.tolerance, timed, dtype, None, getattr(args, "graph", False)))
     notes = [f"{label}: no row at {len(shapes)} shape{'s' if len(shapes) > 1 else ''} "
              f"({', '.join(shapes[:3])}{', ...' if len(shapes) > 3 else ''}): {why}"
              for (label, why), shapes in missing.items()]
@@ -560,7 +557,7 @@ def run(steps, refs, items, configs, arch, args, shape_set, with_fastest: bool =
     # --save-dispatch, from the steps given, their precision's rows replaced and the other's kept.
     if ((args.save and with_fastest) or args.save_dispatch) and not failed_first:
         table = dispatch_table(steps, items, measured, env, arch, shape_set,
-                               schedules.dispatch.table(Path(args.dispatch_table)), args.dtype)
+                               schedules.dispatch.table(Path(args.dispatch_table)), args.dtype, args.graph)
     if with_fastest:
         # Phase two: the dispatch rule's pick per shape, timed as its own row. With --save it
         # reads the table this run measured (and is about to write); without, the committed one.
@@ -610,15 +607,19 @@ def fastest_jobs(items: list[Item], choices: dict, arch: str, args, baseline=Non
         beside = None if baseline is None or references.available(baseline, i.shape, gpu_name) else baseline.key
         jobs.append((FASTEST, choices[i.shape].step.number, i.shape, choices[i.shape].config, arch, args.repeat,
                      int(rng.integers(2**63 - 1)), harness.tolerance(choices[i.shape].step, args.dtype), True,
-                     args.dtype, beside, bool(beside) and getattr(args, "graph", False)))
+                     args.dtype, beside, getattr(args, "graph", False)))
     return jobs
 
 
+GRAPH_TIMER = "cuda graph"  # a precision's rows timed from CUDA graphs (--graph): kernel time, no host in it
+
+
 def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: str, shape_set,
-                   base: dict, dtype: str = "fp32") -> dict:
+                   base: dict, dtype: str = "fp32", graph: bool = False) -> dict:
     """`base` (the dispatch table the run writes to) with this GPU's entry replaced by this run's: per precision, the steps timed and each one's median per
     shape, dated. A precision this run timed no step of keeps the table it had (measured on the
-    same shape set), so a TF32 run never wipes the fp32 rows, nor an fp32 run the TF32 ones."""
+    same shape set), so a TF32 run never wipes the fp32 rows, nor an fp32 run the TF32 ones.
+    `graph` (--graph): the rows are kernel times from CUDA graphs, and say so ("timer")."""
     from schedules import dispatch
 
     precisions = {}
@@ -635,7 +636,8 @@ def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: st
                 m = measured.get((step_key(s), item.shape))
                 times.append(round(m.median_ms, 6) if m is not None and m.ok and m.median_ms else None)
             rows.append([*item.shape, times])
-        precisions[precision] = {"steps": [s.number for s in chosen], "shapes": rows, "date": env["date"]}
+        precisions[precision] = {"steps": [s.number for s in chosen], "shapes": rows, "date": env["date"],
+                                 **({"timer": GRAPH_TIMER} if graph else {})}
     slug = results.gpu_slug(env["gpu"])
     before = next((e for e in base["gpus"] if e["slug"] == slug), None)
     if before is not None and before.get("shape_set_sha256") == shape_set.sha256:
@@ -680,8 +682,8 @@ def document(impls: list[Impl], items: list[Item], configs, measured: dict, env:
                          "rel_err": m.rel_err, "host_us": m.host_us, "host_bound": m.host_bound, "error": m.error})
     method = references.method(args.repeat)
     if getattr(args, "graph", False):
-        method["timer"] += ("; the rows timed in turns with cuBLAS (--graph): the TVM kernel's calls captured in a "
-                            "CUDA graph and replayed, CUDA events around each replay, as cuBLAS's")
+        method["timer"] = ("CUDA events around replays of a CUDA graph of ~1 ms of calls (--graph): TVM kernels "
+                           "(captured on a stream of their own, each graph proved against a plain call) and cuBLAS")
     method.update(tolerance=harness.TOLERANCE if args.dtype == "fp32" else dtypes.tolerance(args.dtype),
                   timed=not args.check_only, seed=args.seed,
                   check="fresh random inputs in [-1, 1), C poisoned with NaN, ||C - C_ref|| / ||C_ref|| "
@@ -781,8 +783,8 @@ def format_report(doc: dict) -> str:
     legend = [f"{_short(i)}: {i['label']}" for i in impls]
     lines.append("; ".join(legend))
     if "(--graph)" in doc["method"].get("timer", ""):
-        lines.append("--graph: each row timed in turns with cuBLAS is its TVM kernel replayed from a CUDA graph, as "
-                     "cuBLAS is; the other rows time_evaluator's back-to-back calls")
+        lines.append("--graph: every TVM kernel replayed from a CUDA graph, as cuBLAS is (kernel time, the host out "
+                     "of the way)")
     for impl in shapes.step_impls(doc):
         err = shapes.max_rel_err(doc, impl["key"])
         failed = sum(1 for r in doc["results"] if r["impl"] == impl["key"] and r.get("error"))

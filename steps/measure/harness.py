@@ -314,16 +314,23 @@ class KernelRunner:
         """Run func(a, b, C) on device inputs with C poisoned with NaN; relative error vs ref."""
         return verify_on(self.dev, func, a, b, ref, dtype=dtype)
 
-    def time(self, lib, M: int, N: int, K: int, dtype: str = "fp32") -> Timing:
+    def time(self, lib, M: int, N: int, K: int, dtype: str = "fp32", graph: bool = False) -> Timing:
         """time_evaluator's CUDA-event samples, and the host-bound guard's submission time.
 
         time_evaluator launches from a C++ loop; the guard times Python calls of the same
         function (FFI call plus launch), which do more host work per launch than that loop:
-        an upper bound on its host time, so a kernel it passes is certainly not host-bound."""
+        an upper bound on its host time, so a kernel it passes is certainly not host-bound.
+        `graph`: the calls replayed from a CUDA graph instead, as cuBLAS is timed (``tvm_graph``),
+        the guard's time one replay's submission over the calls in it."""
         a, b = random_operands(M, N, K, self.rng, dtype)
         args = [self._tensor(a, dtype), self._tensor(b, dtype), self._tensor(dtypes.zeros((M, N), dtype), dtype)]
-        timing = evaluator_timing(lib.mod, self.dev, args, self.repeat)
         func = lib["main"]
+        if graph:
+            replay, sample, number, own = tvm_graph(func, args, self.dev, dtype)
+            timing = summarize([sample() for _ in range(self.repeat)], number)
+            timing.host_us = host_submit_us(replay, own.synchronize, timing.median_ms * number) / number
+            return timing
+        timing = evaluator_timing(lib.mod, self.dev, args, self.repeat)
         timing.host_us = host_submit_us(lambda: func(*args), self.dev.sync, timing.median_ms)
         return timing
 
@@ -656,6 +663,25 @@ def replay_matches(func, args, replay, stream, dev, dtype: str = "fp32") -> floa
 REPLAY_TOLERANCE = 1e-5
 
 
+def tvm_graph(func, args, dev, dtype: str = "fp32"):
+    """A TVM function's calls on `args` in a CUDA graph of their own, ready to time: called once
+    outside the capture (TVM's workspace pool allocates there, not in the graph), captured on a
+    stream of its own (``tvm_graph_sampler``), proved by ``replay_matches`` (GraphCaptureError
+    if a replay differs from a plain call) and warmed up. (replay, sample, launches per sample,
+    the stream)."""
+    import cupy as cp
+
+    own = cp.cuda.Stream(non_blocking=True)
+    func(*args)
+    dev.sync()
+    replay, sample, number = tvm_graph_sampler(func, args, dev, own)
+    differs = replay_matches(func, args, replay, own, dev, dtype)
+    if not differs <= REPLAY_TOLERANCE:
+        raise GraphCaptureError(f"a replay of the kernel's CUDA graph differs from a plain call by {differs:.2g}")
+    warm_graph(replay, own)
+    return replay, sample, number, own
+
+
 def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: int, seed: int | None = None,
                        tf32: bool = False, dtype: str = "fp32", graph: bool = False) -> tuple[Timing, Timing, float]:
     """A TVM kernel and cuBLAS on one shape, timed in turns in one process: (the kernel's Timing,
@@ -684,16 +710,7 @@ def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: in
         args = [on_device(x) for x in (a, b, dtypes.zeros((M, N), dtype))]
         func = lib["main"]
         if graph:
-            import cupy as cp
-
-            own = cp.cuda.Stream(non_blocking=True)
-            func(*args)  # once outside the capture: TVM's workspace pool allocates here, not in the graph
-            dev.sync()
-            mine_replay, mine_sample, mine_number = tvm_graph_sampler(func, args, dev, own)
-            differs = replay_matches(func, args, mine_replay, own, dev, dtype)
-            if not differs <= REPLAY_TOLERANCE:
-                raise GraphCaptureError(f"a replay of the kernel's CUDA graph differs from a plain call by {differs:.2g}")
-            warm_graph(mine_replay, own)
+            mine_replay, mine_sample, mine_number, own = tvm_graph(func, args, dev, dtype)
             mine_samples = lambda: [mine_sample() for _ in range(repeat)]  # noqa: E731
         else:
             timer, mine_number = warmed_timer(lib.mod, dev, args, repeat)
