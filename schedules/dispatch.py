@@ -120,7 +120,8 @@ def family(arch: str) -> str:
 def validate(doc: dict) -> dict:
     """A dispatch table: {schema, generated_by, gpus: [{gpu, slug, arch, date, shape_set_sha256,
     precisions: {precision: {steps: [n, ...], shapes: [[M, N, K, [ms per step, null where it
-    failed]], ...]}}}]}; ConfigError, one line, where it is not one."""
+    failed]], ...], date, and "timer": "cuda graph" where the rows are kernel times from CUDA
+    graphs (steps.bench --graph)}}}]}; ConfigError, one line, where it is not one."""
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("gpus"), list):
         raise ConfigError(f"{TABLE_PATH.name} is not a {SCHEMA} table")
     for entry in doc["gpus"]:

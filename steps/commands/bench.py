@@ -302,8 +302,8 @@ def _job(kind: str, key, shape, config, arch: str, repeat: int, seed: int, toler
     Measurement.as_dict() (for "build": the nvcc report and an error or None). The build, and the
     NVRTC compile that loading does, run outside the GPU lock; the float64 reference, the check
     and the timing inside it. `beside` (a cuBLAS reference's key): the kernel and that cuBLAS
-    timed in turns (``harness.time_beside_cublas``; `graph`, the kernel replayed from a CUDA graph
-    too), and {"pick": ..., AGAIN: ...} returned."""
+    timed in turns (``harness.time_beside_cublas``), and {"pick": ..., AGAIN: ...} returned.
+    `graph` (--graph): the kernel timed from a CUDA graph, alone or beside cuBLAS."""
     global _poisoned
     if _poisoned:  # exit, so the pool replaces this process; the job is retried in a fresh one
         os._exit(3)
