@@ -113,9 +113,9 @@ shape of the calibration but this one changes (1 x 8192 x 1024 keeps 4 x 256: 5.
 5.45 for 8 x 128). fp32 (an fp32-accurate rung: its special values would need a GPU run) keeps
 its rule; its best there was 8 x 64 (6.94 us against the default's 7.83). On the H200 (2026-11-29,
 python -m steps.bench --dtype bf16 --steps 24 --shapes 1x16384x512 --in-turns, and fp16;
-results/nvidia-h200/evidence/paired_rotated_probe.txt) the new default reads 1.00x cuBLAS bf16 and
-0.99x fp16 in turns, 4.9 us (the audit read the old one at 0.57x and 0.60x); the guard flags both
-readings host-bound, as it does cuBLAS's 4.8 us call.
+git show 3827b69:results/nvidia-h200/evidence/paired_rotated_probe.txt) the new default reads
+1.00x cuBLAS bf16 and 0.99x fp16 in turns, 4.9 us (the audit read the old one at 0.57x and
+0.60x); the guard flags both readings host-bound, as it does cuBLAS's 4.8 us call.
 
 Run: python -m steps.step24
 """
