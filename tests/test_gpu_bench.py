@@ -94,36 +94,28 @@ def test_a_faulting_kernel_costs_that_kernel_only(arch):
         assert done[i]["rel_err"] <= 1e-5 and done[i]["gflops"] > 0
 
 
+@pytest.mark.parametrize("graph", [False, True], ids=["evaluator", "graph"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_a_kernel_and_cublas_are_timed_in_turns(arch, dtype):
+def test_a_kernel_and_cublas_are_timed_in_turns(arch, dtype, graph):
     # harness.time_beside_cublas: both warmed up, then rounds of each in turns; each Timing over
     # its rounds (median of the rounds' medians), its own host-bound guard, cuBLAS checked first.
+    # graph=True: the kernel's calls captured in a CUDA graph (proved to do what a plain call
+    # does), replayed as cuBLAS is; at 256^3 the host is then out of the way: submitting a replay
+    # costs a fraction of a microsecond a call.
     if not harness.cublas_available():
         pytest.skip("CuPy or libcublas missing: pip install -e \".[cublas]\"")
-    step = 10 if dtype == "fp32" else 13
-    lib = harness._build(step, 512, 512, 512, arch, None, dtype)
+    step, size = (10 if dtype == "fp32" else 13), (256 if graph else 512)
+    lib = harness._build(step, size, size, size, arch, None, dtype)
     runner = harness.KernelRunner(repeat=5, seed=1, isolate=False)
-    mine, theirs, err = harness.time_beside_cublas(lib, runner.dev, 512, 512, 512, 5, 3, seed=1, dtype=dtype)
+    mine, theirs, err = harness.time_beside_cublas(lib, runner.dev, size, size, size, 5, 3, seed=1, dtype=dtype,
+                                                   graph=graph)
     assert len(mine.rounds_ms) == len(theirs.rounds_ms) == 3 and mine.samples == theirs.samples == 15
     for t in (mine, theirs):
         assert t.min_ms <= t.median_ms <= t.max_ms and t.median_ms > 0 and t.host_us > 0
         assert t.median_ms == pytest.approx(sorted(t.rounds_ms)[1])
-    assert err <= (1e-5 if dtype == "fp32" else 1e-2)
-
-
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_a_kernel_replayed_from_a_cuda_graph_is_timed_beside_cublas(arch, dtype):
-    # time_beside_cublas(graph=True): the kernel's calls captured in a CUDA graph (proved to do
-    # what a plain call does), replayed as cuBLAS is; at 256^3 the host is then out of the way:
-    # submitting a replay costs a fraction of a microsecond a call.
-    if not harness.cublas_available():
-        pytest.skip("CuPy or libcublas missing: pip install -e \".[cublas]\"")
-    step = 10 if dtype == "fp32" else 13
-    lib = harness._build(step, 256, 256, 256, arch, None, dtype)
-    runner = harness.KernelRunner(repeat=5, seed=1, isolate=False)
-    mine, theirs, err = harness.time_beside_cublas(lib, runner.dev, 256, 256, 256, 5, 3, seed=1, dtype=dtype, graph=True)
-    assert len(mine.rounds_ms) == 3 and mine.median_ms > 0 and mine.launches_per_sample > 1
-    assert mine.host_us < 0.5 * mine.median_ms * 1e3 and not mine.host_bound
+    if graph:
+        assert mine.launches_per_sample > 1
+        assert mine.host_us < 0.5 * mine.median_ms * 1e3 and not mine.host_bound
     assert err <= (1e-5 if dtype == "fp32" else 1e-2)
 
 
