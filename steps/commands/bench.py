@@ -489,7 +489,7 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
                 beside = next((i.ref.key for i in impls if i.beside == impl.key
                                and not references.available(i.ref, item.shape, gpu_name)), None)
                 jobs.append(("step", impl.step.number, item.shape, cfg, arch, args.repeat, seed,
-                             harness.tolerance(impl.step, dtype), timed, dtype, beside, getattr(args, "graph", False)))
+                             harness.tolerance(impl.step, dtype), timed, dtype, beside, args.graph))
                 continue
             why_not = references.available(impl.ref, item.shape, gpu_name)
             if why_not:
@@ -500,7 +500,7 @@ def jobs_for(impls: list[Impl], items: list[Item], configs, arch, args, gpu_name
             else:
                 config = str(references.metaschedule_dir(gpu_name)) if impl.ref is references.METASCHEDULE else None
                 jobs.append(("tvm", impl.ref.builder, item.shape, config, arch, args.repeat, seed,
-                             impl.ref.tolerance, timed, dtype, None, getattr(args, "graph", False)))
+                             impl.ref.tolerance, timed, dtype, None, args.graph))
     notes = [f"{label}: no row at {len(shapes)} shape{'s' if len(shapes) > 1 else ''} "
              f"({', '.join(shapes[:3])}{', ...' if len(shapes) > 3 else ''}): {why}"
              for (label, why), shapes in missing.items()]
@@ -607,7 +607,7 @@ def fastest_jobs(items: list[Item], choices: dict, arch: str, args, baseline=Non
         beside = None if baseline is None or references.available(baseline, i.shape, gpu_name) else baseline.key
         jobs.append((FASTEST, choices[i.shape].step.number, i.shape, choices[i.shape].config, arch, args.repeat,
                      int(rng.integers(2**63 - 1)), harness.tolerance(choices[i.shape].step, args.dtype), True,
-                     args.dtype, beside, getattr(args, "graph", False)))
+                     args.dtype, beside, args.graph))
     return jobs
 
 
@@ -681,7 +681,7 @@ def document(impls: list[Impl], items: list[Item], configs, measured: dict, env:
                          "median_ms": m.median_ms, "min_ms": m.min_ms, "max_ms": m.max_ms, "gflops": m.gflops,
                          "rel_err": m.rel_err, "host_us": m.host_us, "host_bound": m.host_bound, "error": m.error})
     method = references.method(args.repeat)
-    if getattr(args, "graph", False):
+    if args.graph:
         method["timer"] = ("CUDA events around replays of a CUDA graph of ~1 ms of calls (--graph): TVM kernels "
                            "(captured on a stream of their own, each graph proved against a plain call) and cuBLAS")
     method.update(tolerance=harness.TOLERANCE if args.dtype == "fp32" else dtypes.tolerance(args.dtype),
