@@ -10,6 +10,8 @@
 #   CHECK=0 BENCH=0 AUDIT=0 TESTS=0 TF32=1 bash tools/bench_run.sh   # only the dispatch table's TF32 rows
 #   CHECK=0 BENCH=0 TESTS=0 ROWS16=bf16 bash tools/bench_run.sh   # the bf16 rows (or fp16), then the audit in bf16:
 #                                           # ~5 + 3 min on 16 cores, a 10-minute call of its own per dtype
+#   GRAPH=1 ...                             # the rows and the audit timed from CUDA graphs (steps.bench --graph):
+#                                           # kernel times in the table, its rows marked "timer": "cuda graph"
 # Each part has its own timeout, so the whole fits one 10-minute call on 16 cores (estimated:
 # check 3-5 min, timed run 1-3 min, tests 1-2 min). Everything it writes lands in results/,
 # README.md and logs/; with $OUT set (a lent machine), one tar of those goes to $OUT/bench.tar.
@@ -32,9 +34,10 @@ if [ "${CHECK:-1}" = 1 ]; then
 fi
 save=$([ "${SAVE:-1}" = 1 ] && echo --save)
 steps=$([ -n "${STEPS:-}" ] && echo "--steps $STEPS")
+graph=$([ "${GRAPH:-0}" = 1 ] && echo --graph)
 if [ "${BENCH:-1}" = 1 ]; then
   t0=$SECONDS
-  timeout 420 python3 -m steps.bench $steps $save > logs/bench.out 2> logs/bench.err
+  timeout 420 python3 -m steps.bench $steps $save $graph > logs/bench.out 2> logs/bench.err
   echo "bench rc=$? $((SECONDS-t0))s"; tail -n 40 logs/bench.out; tail -n 3 logs/bench.err
 fi
 # The audit's shapes: outside the set, of every class (results/<gpu>/evidence/audit.txt has step 11's run).
@@ -49,14 +52,14 @@ AUDIT_SHAPES=640x640x640,1280x1280x1280,2560x2560x2560,3584x3584x3584,3072x48x30
 TF32_STEPS=13,18,20,23,26,27,29,30,31 SIXTEEN_BIT_STEPS=13,18,20,23,24,26,27,29,30,31  # the rows' candidates, and the audit's
 if [ "${TF32:-0}" = 1 ]; then  # the TF32 rows and results/<gpu>/tf32/
   t0=$SECONDS
-  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps $TF32_STEPS --fastest --save \
+  timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --steps $TF32_STEPS --fastest --save $graph \
     > logs/bench-tf32.out 2> logs/bench-tf32.err
   echo "tf32 rows rc=$? $((SECONDS-t0))s"; tail -n 12 logs/bench-tf32.out; tail -n 3 logs/bench-tf32.err
 fi
 if [ -n "${ROWS16:-}" ]; then  # one 16-bit dtype's rows (the Hopper rungs, step 13, step 24) and results/<gpu>/<dtype>/
   t0=$SECONDS
   timeout $(( 580 - SECONDS > 60 ? 580 - SECONDS : 60 )) python3 -m steps.bench --dtype "$ROWS16" \
-    --steps $SIXTEEN_BIT_STEPS --fastest --save > "logs/bench-$ROWS16.out" 2> "logs/bench-$ROWS16.err"
+    --steps $SIXTEEN_BIT_STEPS --fastest --save $graph > "logs/bench-$ROWS16.out" 2> "logs/bench-$ROWS16.err"
   echo "$ROWS16 rows rc=$? $((SECONDS-t0))s"; tail -n 12 "logs/bench-$ROWS16.out"; tail -n 3 "logs/bench-$ROWS16.err"
 fi
 # The audit runs after the rows it judges: the precision's own steps where TF32=1 or ROWS16 is given.
@@ -65,7 +68,7 @@ elif [ "${TF32:-0}" = 1 ]; then audit_args="--steps $TF32_STEPS"; audit_log=benc
 else audit_args="$steps"; audit_log=bench-audit; fi
 if [ "${AUDIT:-1}" = 1 ]; then
   t0=$SECONDS
-  timeout $(( 590 - SECONDS > 60 ? 590 - SECONDS : 60 )) python3 -m steps.bench $audit_args --fastest --seed 8 \
+  timeout $(( 590 - SECONDS > 60 ? 590 - SECONDS : 60 )) python3 -m steps.bench $audit_args --fastest --seed 8 $graph \
     --shapes "$AUDIT_SHAPES" > "logs/$audit_log.out" 2> "logs/$audit_log.err"
   echo "audit rc=$? $((SECONDS-t0))s"; tail -n 45 "logs/$audit_log.out"; tail -n 3 "logs/$audit_log.err"
 fi
