@@ -217,12 +217,22 @@ def test_a_gpu_page_shows_each_precisions_shape_benchmark(tmp_path):
         src = results.RESULTS_DIR / "nvidia-h200" / precision
         for name in ("shapes.json", "shapes.png"):
             (gpu_dir / precision / name).write_bytes((src / name).read_bytes())
+    # bf16's rows say they were timed from CUDA graphs (steps.bench --graph); TF32's, made a
+    # time_evaluator run here, do not.
+    tf32 = json.loads((gpu_dir / "tf32" / "shapes.json").read_text())
+    tf32["method"]["timer"] = "time_evaluator (TVM kernels) and a replayed CUDA graph (cuBLAS)"
+    (gpu_dir / "tf32" / "shapes.json").write_text(json.dumps(tf32))
+    bf16 = json.loads((gpu_dir / "bf16" / "shapes.json").read_text())
+    bf16["method"]["timer"] = "CUDA events around replays of a CUDA graph (--graph)"
+    (gpu_dir / "bf16" / "shapes.json").write_text(json.dumps(bf16))
     docs = table._gpu_dirs(results.RESULTS_DIR)["nvidia-h200"]
     page = table.gpu_page(tmp_path / "results", "nvidia-h200", docs)
     tf32_at, bf16_at = page.index("against cuBLAS TF32 in the same run"), page.index("against cuBLAS bf16")
     assert "## The benchmark shape set" in page and tf32_at < bf16_at and "against cuBLAS fp16" not in page
     assert "× cuBLAS TF32, grouped by class](tf32/shapes.png)" in page[tf32_at:bf16_at]
     assert "](bf16/shapes.png)" in page[bf16_at:]
+    graph = "`python -m steps.bench --graph`): "
+    assert page.count(graph) == 1 and tf32_at < page.index(graph) < bf16_at
 
 
 def test_bad_input_is_one_line_exit_2():

@@ -611,7 +611,7 @@ def fastest_jobs(items: list[Item], choices: dict, arch: str, args, baseline=Non
     return jobs
 
 
-GRAPH_TIMER = "cuda graph"  # a precision's rows timed from CUDA graphs (--graph): kernel time, no host in it
+GRAPH_TIMER = schedules.dispatch.GRAPH_TIMER  # a precision's rows timed from CUDA graphs (--graph): kernel time, no host in it
 
 
 def dispatch_table(steps, items: list[Item], measured: dict, env: dict, arch: str, shape_set,
@@ -782,7 +782,7 @@ def format_report(doc: dict) -> str:
     lines.append(rule)
     legend = [f"{_short(i)}: {i['label']}" for i in impls]
     lines.append("; ".join(legend))
-    if "(--graph)" in doc["method"].get("timer", ""):
+    if shapes.graph_timed(doc):
         lines.append("--graph: every TVM kernel replayed from a CUDA graph, as cuBLAS is (kernel time, the host out "
                      "of the way)")
     for impl in shapes.step_impls(doc):

@@ -452,10 +452,12 @@ def shapes_summary(doc: dict, gpu_dir: Path | None = None, relative_to: Path | N
     else:
         link = _rel(README.parent / shape_set["path"], relative_to if relative_to is not None else base)
         source = f"[`{shape_set['path']}`]({link})"
-    head = (f"**{env['gpu']}**, measured {env['date'][:10]} (`python -m steps.bench`): "
+    graph = shapes.graph_timed(doc)
+    head = (f"**{env['gpu']}**, measured {env['date'][:10]} (`python -m steps.bench{' --graph' if graph else ''}`): "
             f"{'the' if shape_set.get('complete') else 'part of the'} {count} shapes of {source} in "
-            f"{len(shape_set['classes'])} classes, kernel time, each step against {_baseline_name(doc)} in the same "
-            "run: the geometric mean of the ratio per class, and the worst shape.")
+            f"{len(shape_set['classes'])} classes, kernel time"
+            f"{' (every kernel replayed from a CUDA graph, as cuBLAS is)' if graph else ''}, each step against "
+            f"{_baseline_name(doc)} in the same run: the geometric mean of the ratio per class, and the worst shape.")
     try:
         current = shapeset.load().sha256
     except shapeset.ShapeSetError:

@@ -188,6 +188,11 @@ def below_bar_host_bound(doc: dict, impl: str, bar: float = BAR) -> list[tuple]:
     return sorted(out, key=lambda item: item[2])
 
 
+def graph_timed(doc: dict) -> bool:
+    """Whether the run timed every TVM kernel replayed from a CUDA graph (steps.bench --graph)."""
+    return "(--graph)" in doc.get("method", {}).get("timer", "")
+
+
 def title(impl: dict) -> str:
     """A step row's short name: 'step 11', or 'fastest' for the dispatch rule's row."""
     return "fastest" if impl.get("dispatch") else f"step {impl['step']}"
