@@ -744,6 +744,10 @@ def test_the_plot_renders_from_fake_data_and_skips_a_check_only_run(tmp_path, fa
     doc["method"]["timed"] = False
     assert plot.plot_shapes(doc, tmp_path / "x.png").startswith("skipped x.png")
     assert plot.render_shapes(tmp_path).startswith("skipped shapes.png")
+    # the title names the benchmark's precision, not fp32 whatever was run
+    assert plot.shapes_title(doc).startswith("Fake GPU 80GB: fp32 matmul over the benchmark shape set (")
+    assert ": bf16 matmul" in plot.shapes_title({**doc, "dtype": "bf16"})
+    assert ": TF32 matmul" in plot.shapes_title({**doc, "baseline": "cublas_tf32"})
 
 
 def test_check_only_reports_ok_without_timing(tmp_path, fake_gpu, capsys):

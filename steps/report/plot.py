@@ -431,6 +431,13 @@ SHAPES_FIGSIZE = (14, 8)  # 43 shapes side by side need the width; two panels th
 SHAPES_DPI = 80  # 1120 px wide: legible at the README's width, and a smaller file to commit
 
 
+def shapes_title(doc: dict) -> str:
+    """shapes.png's title: the GPU, the benchmark's precision (its dtype, or TF32), the date."""
+    precision = {"tf32": "TF32"}.get(shapes.precision_of(doc), shapes.precision_of(doc))
+    return (f"{doc['environment'].get('gpu', 'unknown GPU')}: {precision} matmul over the benchmark shape set "
+            f"({doc['environment']['date'][:10]})")
+
+
 def plot_shapes(doc: dict, path: Path) -> str:
     """Each step per shape of the set, grouped by class: TFLOPS (log scale, cuBLAS as a black
     tick) above, the ratio to cuBLAS in the run's precision below (1.0 solid, the issue's 0.9 dashed).
@@ -504,8 +511,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="xx"))
         labels.append("host-bound: not kernel time")
     fig.legend(handles, labels, loc="outside lower center", fontsize=10, ncols=min(len(labels), 5))
-    fig.suptitle(f"{doc['environment'].get('gpu', 'unknown GPU')}: fp32 matmul over the benchmark shape set "
-                 f"({doc['environment']['date'][:10]})")
+    fig.suptitle(shapes_title(doc))
     save_png(fig, path)
     return f"wrote {path}"
 
