@@ -327,9 +327,7 @@ class KernelRunner:
         func = lib["main"]
         if graph:
             replay, sample, number, own = tvm_graph(func, args, self.dev, dtype)
-            timing = summarize([sample() for _ in range(self.repeat)], number)
-            timing.host_us = host_submit_us(replay, own.synchronize, timing.median_ms * number) / number
-            return timing
+            return replay_timing(replay, sample, number, own, self.repeat)
         timing = evaluator_timing(lib.mod, self.dev, args, self.repeat)
         timing.host_us = host_submit_us(lambda: func(*args), self.dev.sync, timing.median_ms)
         return timing
@@ -583,9 +581,21 @@ def time_graph(call, stream, repeat: int) -> Timing:
     submission time) is one replay's submission divided by ``number``."""
     replay, sample, number = graph_sampler(call, stream)
     warm_graph(replay, stream)
+    return replay_timing(replay, sample, number, stream, repeat)
+
+
+def replay_timing(replay, sample, number: int, stream, repeat: int) -> Timing:
+    """`repeat` samples of a warmed graph of `number` calls (``graph_sampler``'s), with the guard's
+    host time per call."""
     timing = summarize([sample() for _ in range(repeat)], number)
-    timing.host_us = host_submit_us(replay, stream.synchronize, timing.median_ms * number) / number
+    timing.host_us = replay_host_us(replay, stream, timing.median_ms, number)
     return timing
+
+
+def replay_host_us(replay, stream, ms_per_call: float, number: int) -> float:
+    """The guard's host time per call of a graph of `number` calls on `stream`: one replay's
+    submission (``host_submit_us``) over the calls in it."""
+    return host_submit_us(replay, stream.synchronize, ms_per_call * number) / number
 
 
 def graph_sampler(call, stream):
@@ -725,10 +735,10 @@ def time_beside_cublas(lib, dev, M: int, N: int, K: int, repeat: int, rounds: in
                 samples[who].extend(ms)
         mine, theirs = (over_rounds(m, x, n) for m, x, n in zip(medians, samples, (mine_number, number)))
         if graph:
-            mine.host_us = host_submit_us(mine_replay, own.synchronize, mine.median_ms * mine_number) / mine_number
+            mine.host_us = replay_host_us(mine_replay, own, mine.median_ms, mine_number)
         else:
             mine.host_us = host_submit_us(lambda: func(*args), dev.sync, mine.median_ms)
-        theirs.host_us = host_submit_us(replay, gemm.stream.synchronize, theirs.median_ms * number) / number
+        theirs.host_us = replay_host_us(replay, gemm.stream, theirs.median_ms, number)
     return mine, theirs, err
 
 

@@ -513,7 +513,7 @@ def plot_shapes(doc: dict, path: Path) -> str:
     # As many columns as the figure's width holds for the longest label (~210 characters of
     # fontsize 10 across 14 inches, a handle and padding ~6 more each): five overflowed the
     # figure with steps 29-31's names.
-    ncols = max(1, min(len(labels), 5, 210 // (max(len(label) for label in labels) + 6)))
+    ncols = max(1, min(len(labels), 5, 210 // (max(map(len, labels), default=0) + 6)))
     fig.legend(handles, labels, loc="outside lower center", fontsize=10, ncols=ncols)
     fig.suptitle(shapes_title(doc))
     save_png(fig, path)
